@@ -1,0 +1,42 @@
+"""What the loop needs from a microphone and a speaker."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+
+class Microphone(Protocol):
+    sample_rate: int
+    frame_samples: int
+
+    def frames(self) -> AsyncIterator[bytes]:
+        """Capture frames of `frame_samples` int16 samples, in order, as they arrive."""
+        ...
+
+
+class Speaker(Protocol):
+    """Playback with a played-frame cursor.
+
+    Frame counts are device frames since the speaker opened, counting only audio that was
+    written (underrun silence is not a frame). `played_frames` counts frames that reached the
+    DAC, never frames still queued.
+    """
+
+    sample_rate: int
+
+    def write(self, pcm: bytes) -> int:
+        """Queue audio without blocking; returns the device frame where it starts."""
+        ...
+
+    def played_frames(self) -> int: ...
+
+    def written_frames(self) -> int: ...
+
+    async def wait_played(self, frame: int) -> None:
+        """Return once `played_frames() >= frame` (or the queue was dropped before it)."""
+        ...
+
+    def interrupt(self) -> int:
+        """Stop at once with no tail, drop everything queued; returns the final played count."""
+        ...

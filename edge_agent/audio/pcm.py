@@ -1,0 +1,42 @@
+"""PCM helpers: resampling and WAV files (mono, signed 16-bit)."""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+
+
+def resample(pcm: bytes, from_rate: int, to_rate: int) -> bytes:
+    """Band-limited resampling of a whole clip (FFT), for offline audio such as caller lines."""
+    if from_rate == to_rate or not pcm:
+        return pcm
+    samples = np.frombuffer(pcm, dtype=np.int16).astype(np.float64)
+    target_len = round(len(samples) * to_rate / from_rate)
+    spectrum = np.fft.rfft(samples)
+    keep = min(len(spectrum), target_len // 2 + 1)
+    resized = np.zeros(target_len // 2 + 1, dtype=complex)
+    resized[:keep] = spectrum[:keep]
+    out = np.fft.irfft(resized, n=target_len) * (target_len / len(samples))
+    return bytes(np.clip(np.round(out), -32768, 32767).astype(np.int16).tobytes())
+
+
+def silence(samples: int) -> bytes:
+    return bytes(2 * samples)
+
+
+def read_wav(path: Path) -> tuple[bytes, int]:
+    with wave.open(str(path), "rb") as wav:
+        if wav.getnchannels() != 1 or wav.getsampwidth() != 2:
+            raise ValueError(f"{path}: need mono 16-bit PCM WAV")
+        return wav.readframes(wav.getnframes()), wav.getframerate()
+
+
+def write_wav(path: Path, pcm: bytes, rate: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm)

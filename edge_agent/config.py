@@ -1,0 +1,218 @@
+"""Configuration: one TOML file -> frozen dataclasses.
+
+Every key has a default here; `config/edge-agent.toml` documents them all (a test keeps the two
+in step). Errors name the file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edge_agent.errors import ConfigError
+
+CONFIG_ENV = "EDGE_AGENT_CONFIG"
+SEARCH_PATHS = (Path("/etc/edge-agent/edge-agent.toml"),)
+
+
+@dataclass(frozen=True)
+class AudioConfig:
+    input_device: str = ""
+    """PyAudio input device: "" for the default, else an index or part of its name."""
+    output_device: str = ""
+    """PyAudio output device: "" for the default, else an index or part of its name."""
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    model: str = "silero-vad"
+    """Model name from `edge-agent models list`, or a path to a Silero .onnx file."""
+    threshold: float = 0.5
+    """Speech probability at or above which a 32 ms frame is speech (0..1)."""
+    min_speech_ms: int = 96
+    """Speech needed before an onset counts."""
+    end_silence_ms: int = 500
+    """Silence that ends the user's turn."""
+    preroll_ms: int = 256
+    """Audio before the onset that is still sent to the recognizer."""
+
+
+@dataclass(frozen=True)
+class SttConfig:
+    engine: str = "auto"
+    """"auto" (Vosk when vosk_model is set, else PocketSphinx), "pocketsphinx" or "vosk"."""
+    vosk_model: str = ""
+    """Vosk model: a name from `edge-agent models list` or a model directory."""
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    engine: str = "llama"
+    """"llama" (llama.cpp on a GGUF file) or "scripted" (replies read from `script`)."""
+    model: str = "smollm2-135m"
+    """GGUF model: a name from `edge-agent models list` or a path to a .gguf file."""
+    script: str = ""
+    """For engine = "scripted": a TOML file with `replies = [...]`."""
+    system_prompt: str = (
+        "You are a friendly voice assistant at a kiosk. Answer in one or two short sentences."
+    )
+    """Put first in every prompt."""
+    context_tokens: int = 2048
+    max_tokens: int = 120
+    temperature: float = 0.3
+    threads: int = 2
+    seed: int = 7
+
+
+@dataclass(frozen=True)
+class TtsConfig:
+    voice: str = "joe-medium"
+    """Piper voice: a name from `edge-agent models list` or a path to a voice .onnx file."""
+    length_scale: float = 1.0
+    """Speaking rate: above 1 slower, below 1 faster."""
+
+
+@dataclass(frozen=True)
+class TurnsConfig:
+    barge_in_min_ms: int = 300
+    """User speech this long while the agent talks interrupts it."""
+    greeting: str = "Hello! How can I help you?"
+    """Spoken when a session starts; "" for none."""
+    history_turns: int = 20
+    """Verbatim turns sent to the language model."""
+
+
+@dataclass(frozen=True)
+class HeardConfig:
+    policy: str = "completed"
+    """"completed": a word counts once fully played; "started": once it began."""
+    marker: str = " [interrupted]"
+    """Appended in prompts to an assistant turn that was cut; "" to disable."""
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: str = "~/.local/share/edge-agent"
+    """Where fetched models and session data live."""
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    vad: VadConfig = field(default_factory=VadConfig)
+    stt: SttConfig = field(default_factory=SttConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    tts: TtsConfig = field(default_factory=TtsConfig)
+    turns: TurnsConfig = field(default_factory=TurnsConfig)
+    heard: HeardConfig = field(default_factory=HeardConfig)
+    source: str = "(built-in defaults)"
+    """The file this came from (not a TOML key)."""
+
+    @property
+    def data_path(self) -> Path:
+        return Path(os.path.expanduser(self.data_dir))
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_path / "models"
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "stt.engine": ("auto", "pocketsphinx", "vosk"),
+    "llm.engine": ("llama", "scripted"),
+    "heard.policy": ("completed", "started"),
+}
+_RANGES: dict[str, tuple[float, float]] = {
+    "vad.threshold": (0.0, 1.0),
+    "vad.min_speech_ms": (32, 2000),
+    "vad.end_silence_ms": (64, 10000),
+    "vad.preroll_ms": (0, 2000),
+    "llm.context_tokens": (256, 131072),
+    "llm.max_tokens": (1, 8192),
+    "llm.temperature": (0.0, 2.0),
+    "llm.threads": (1, 64),
+    "tts.length_scale": (0.3, 3.0),
+    "turns.barge_in_min_ms": (0, 5000),
+    "turns.history_turns": (1, 1000),
+}
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Load `path`, else $EDGE_AGENT_CONFIG, else /etc/edge-agent/edge-agent.toml, else defaults."""
+    if path is None:
+        env = os.environ.get(CONFIG_ENV)
+        if env:
+            path = Path(env)
+        else:
+            path = next((p for p in SEARCH_PATHS if p.is_file()), None)
+    if path is None:
+        return Config()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), "", f"cannot read: {exc}") from None
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, source: str) -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, "", f"not valid TOML: {exc}") from None
+    config = _build(Config, data, source, "")
+    return dataclasses.replace(config, source=source)
+
+
+def _build(cls: type[Any], table: dict[str, Any], source: str, prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        dotted = f"{prefix}{key}"
+        if key not in fields:
+            valid = ", ".join(sorted(fields))
+            raise ConfigError(source, dotted, f"unknown key (valid keys here: {valid})")
+        expected = hints[key]
+        if dataclasses.is_dataclass(expected):
+            if not isinstance(value, dict):
+                raise ConfigError(source, dotted, f"must be a table ([{dotted}])")
+            values[key] = _build(expected, value, source, f"{dotted}.")  # type: ignore[arg-type]
+        else:
+            values[key] = _check(expected, value, source, dotted)
+    return cls(**values)
+
+
+def _check(expected: Any, value: Any, source: str, key: str) -> Any:
+    if isinstance(expected, types.UnionType):
+        expected = expected.__args__[0]
+    if expected is bool:
+        ok = isinstance(value, bool)
+    elif expected is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif expected is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, expected)
+    if not ok:
+        raise ConfigError(
+            source, key, f"must be {_type_word(expected)}, got {type(value).__name__} {value!r}"
+        )
+    if key in _CHOICES and value not in _CHOICES[key]:
+        choices = ", ".join(repr(c) for c in _CHOICES[key])
+        raise ConfigError(source, key, f"must be one of {choices}, got {value!r}")
+    if key in _RANGES:
+        low, high = _RANGES[key]
+        if not low <= value <= high:
+            raise ConfigError(source, key, f"must be between {low:g} and {high:g}, got {value!r}")
+    return value
+
+
+def _type_word(expected: Any) -> str:
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+        expected, getattr(expected, "__name__", str(expected))
+    )

@@ -1,0 +1,37 @@
+"""Prints a conversation as it happens."""
+
+from __future__ import annotations
+
+from edge_agent.events import (
+    BargeIn,
+    CallerSpoke,
+    LoggedEvent,
+    Notice,
+    TurnDropped,
+    UnitFinalized,
+    UserTurn,
+)
+
+
+def describe(entry: LoggedEvent) -> str | None:
+    event = entry.event
+    stamp = f"[{entry.at:6.2f}]"
+    if isinstance(event, CallerSpoke):
+        return f"{stamp} caller says   : {event.text}"
+    if isinstance(event, UserTurn):
+        return f"{stamp} agent heard   : {event.text}"
+    if isinstance(event, TurnDropped):
+        return f"{stamp} (speech with no words recognized; not answered)"
+    if isinstance(event, BargeIn):
+        return f"{stamp} -- barge-in: playback stopped --"
+    if isinstance(event, UnitFinalized):
+        f = event.finalize
+        if not f.generated:
+            return None
+        if not f.interrupted:
+            return f"{stamp} agent said    : {f.heard}"
+        return (f"{stamp} agent was cut : {f.heard!r} heard of {f.generated!r} "
+                f"({f.played_ms} ms played)")
+    if isinstance(event, Notice):
+        return f"{stamp} note: {event.text}"
+    return None

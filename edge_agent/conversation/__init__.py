@@ -1,0 +1,1 @@
+"""The conversation loop: turn detection, barge-in, replies, history."""

@@ -1,0 +1,251 @@
+"""The loop: microphone -> VAD -> STT -> user turn -> LLM -> clauses -> TTS -> speaker.
+
+One asyncio task listens; one task at a time speaks a reply. Blocking engines run on their
+owner threads. Every unit opened is finalized here, once, from the speaker's played position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+
+from edge_agent.audio.device import Microphone, Speaker
+from edge_agent.conversation.clauses import ClauseSplitter
+from edge_agent.conversation.segmenter import Boundary, SegmenterSettings, SpeechSegmenter
+from edge_agent.engines.base import (
+    ChatMessage,
+    LanguageModel,
+    SpeechRecognizer,
+    TextToSpeech,
+    VoiceActivityDetector,
+)
+from edge_agent.events import (
+    BargeIn,
+    EventLog,
+    LlmRequest,
+    Notice,
+    PlaybackStarted,
+    TurnDropped,
+    UnitFinalized,
+    UserSpeechEnded,
+    UserSpeechStarted,
+    UserTurn,
+)
+from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
+from edge_agent.heard.truncation import HeardPolicy
+from edge_agent.memory.history import History, assemble_prompt
+from edge_agent.owner import OwnerThread
+
+
+@dataclass(frozen=True)
+class ConversationSettings:
+    system_prompt: str = "You are a helpful voice assistant. Answer in one or two short sentences."
+    greeting: str = ""
+    segmenter: SegmenterSettings = SegmenterSettings()
+    preroll_ms: int = 256
+    """Audio kept from before the speech onset and fed to the recognizer with it."""
+    barge_in_min_ms: int = 300
+    """User speech this long while the agent talks interrupts it."""
+    heard_policy: HeardPolicy = HeardPolicy.COMPLETED
+    interrupted_marker: str = " [interrupted]"
+    history_turns: int = 20
+
+
+@dataclass(frozen=True)
+class Engines:
+    vad: VoiceActivityDetector
+    stt: SpeechRecognizer
+    llm: LanguageModel
+    tts: TextToSpeech
+
+
+class Conversation:
+    def __init__(
+        self,
+        *,
+        mic: Microphone,
+        speaker: Speaker,
+        engines: Engines,
+        settings: ConversationSettings,
+        log: EventLog,
+        history: History | None = None,
+    ) -> None:
+        self._mic = mic
+        self._speaker = speaker
+        self._engines = engines
+        self._settings = settings
+        self._log = log
+        self.history = history or History()
+        self._ledger = UnitLedger(settings.heard_policy)
+        self._stt_thread = OwnerThread("stt")
+        self._llm_thread = OwnerThread("llm")
+        self._tts_thread = OwnerThread("tts")
+        self._reply: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self._hearing = False
+        self.finalized: list[Finalize] = []
+
+    @property
+    def busy(self) -> bool:
+        """True while the user is talking or the agent is answering or speaking."""
+        return self._hearing or (self._reply is not None and not self._reply.done())
+
+    async def run(self) -> None:
+        """Greet (if configured) and converse until cancelled; then finalize what is open."""
+        try:
+            if self._settings.greeting:
+                self._start_reply(_pieces_of(self._settings.greeting), messages=None)
+            await self._listen()
+        finally:
+            await self._stop_speaking()
+            for thread in (self._stt_thread, self._llm_thread, self._tts_thread):
+                thread.close()
+
+    async def _listen(self) -> None:
+        mic = self._mic
+        frame_ms = 1000 * mic.frame_samples / mic.sample_rate
+        segmenter = SpeechSegmenter(self._settings.segmenter, frame_ms)
+        preroll: deque[bytes] = deque(maxlen=max(1, round(self._settings.preroll_ms / frame_ms)))
+        frames_seen = 0
+        stt = self._engines.stt
+        async for frame in mic.frames():
+            if self._failure is not None:
+                raise self._failure
+            frames_seen += 1
+            boundary = segmenter.push(self._engines.vad.speech_probability(frame))
+            preroll.append(frame)
+            audio_time = frames_seen * frame_ms / 1000
+            if boundary is Boundary.START:
+                self._hearing = True
+                self._log.publish(UserSpeechStarted(audio_time - segmenter.speech_ms / 1000))
+                await self._stt_thread.call(stt.begin)
+                await self._stt_thread.call(stt.feed, b"".join(preroll))
+            elif segmenter.in_speech or boundary is Boundary.END:
+                await self._stt_thread.call(stt.feed, frame)
+            if (segmenter.in_speech and self._reply is not None and not self._reply.done()
+                    and segmenter.speech_ms >= self._settings.barge_in_min_ms):
+                await self._barge_in()
+            if boundary is Boundary.END:
+                self._log.publish(UserSpeechEnded(audio_time))
+                transcript = await self._stt_thread.call(stt.end)
+                self._hearing = False
+                if not transcript.text.strip():
+                    self._log.publish(TurnDropped(audio_time))
+                    continue
+                self._log.publish(UserTurn(
+                    transcript.text, tuple((w.text, w.start, w.end) for w in transcript.words)
+                ))
+                self.history.add_user(transcript.text)
+                await self._stop_speaking()
+                messages = assemble_prompt(
+                    self._settings.system_prompt,
+                    self.history.turns,
+                    self._settings.history_turns,
+                    self._settings.interrupted_marker,
+                )
+                self._start_reply(self._llm_pieces(messages), messages)
+
+    def _llm_pieces(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
+        llm = self._engines.llm
+
+        def generate() -> Iterator[str]:
+            return llm.stream(messages)
+
+        return self._llm_thread.stream(generate)
+
+    def _start_reply(self, pieces: AsyncIterator[str], messages: list[ChatMessage] | None) -> None:
+        unit = self._ledger.open(self._engines.tts.sample_rate)
+        if messages is not None:
+            self._log.publish(LlmRequest(unit.unit_id, tuple(dict(m) for m in messages)))
+        self._reply = asyncio.create_task(self._speak(unit, pieces), name=f"reply-{unit.unit_id}")
+        self._reply.add_done_callback(self._check_reply)
+
+    def _check_reply(self, reply: asyncio.Task[None]) -> None:
+        if not reply.cancelled() and reply.exception() is not None:
+            error = reply.exception()
+            # An engine failing inside the reply's task group: surface the engine's own error.
+            while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                error = error.exceptions[0]
+            self._failure = error
+
+    async def _speak(self, unit: Unit, pieces: AsyncIterator[str]) -> None:
+        """Generate, synthesize and play one unit; clauses overlap with generation."""
+        clauses: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def generate() -> None:
+            splitter = ClauseSplitter()
+            try:
+                async for piece in pieces:
+                    unit.add_text(piece)
+                    for clause in splitter.push(piece):
+                        clauses.put_nowait(clause)
+                clauses.put_nowait(splitter.flush())
+            finally:
+                clauses.put_nowait(None)
+
+        async def synthesize_and_play(tasks: asyncio.TaskGroup) -> None:
+            text_start = 0
+            while (clause := await clauses.get()) is not None:
+                text_end = text_start + len(clause)
+                if clause.strip():
+                    audio = await self._tts_thread.call(self._engines.tts.synthesize, clause)
+                    unit.add_audio(audio.samples, audio.words, text_start, text_end)
+                    device_frame = self._speaker.write(audio.pcm)
+                    if unit.device_start is None:
+                        unit.device_start = device_frame
+                        tasks.create_task(self._announce_playback(unit, device_frame))
+                else:
+                    unit.add_audio(0, (), text_start, text_end)
+                text_start = text_end
+
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(generate())
+            tasks.create_task(synthesize_and_play(tasks))
+        if unit.device_start is not None:
+            await self._speaker.wait_played(unit.device_start + unit.audio_samples)
+        if not unit.text:
+            self._log.publish(Notice(f"{unit.unit_id}: the reply was empty; nothing to say"))
+        self._record(self._ledger.finalize(unit, unit.audio_samples))
+
+    async def _announce_playback(self, unit: Unit, device_frame: int) -> None:
+        await self._speaker.wait_played(device_frame + 1)
+        self._log.publish(PlaybackStarted(unit.unit_id))
+
+    async def _barge_in(self) -> None:
+        playing = self._ledger.open_units[0].unit_id if self._ledger.open_units else None
+        self._log.publish(BargeIn(playing))
+        await self._stop_speaking()
+
+    async def _stop_speaking(self) -> None:
+        """Stop playback at once, cancel the reply's work, finalize every open unit."""
+        reply, self._reply = self._reply, None
+        if reply is None:
+            return
+        played = self._speaker.interrupt()
+        if not reply.done():
+            reply.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await reply  # its failure, if any, was taken by _check_reply
+        self._record(self._ledger.finalize_all(_played_in(played)))
+
+    def _record(self, finalizes: list[Finalize]) -> None:
+        for finalize in finalizes:
+            self.finalized.append(finalize)
+            self.history.add_finalize(finalize)
+            self._log.publish(UnitFinalized(finalize))
+
+
+def _played_in(device_played: int) -> Callable[[Unit], int]:
+    def played(unit: Unit) -> int:
+        if unit.device_start is None:
+            return 0
+        return max(0, min(device_played - unit.device_start, unit.audio_samples))
+
+    return played
+
+
+async def _pieces_of(text: str) -> AsyncIterator[str]:
+    yield text

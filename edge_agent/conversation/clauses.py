@@ -1,0 +1,48 @@
+"""Streaming clause splitter: LLM pieces in, speakable clauses out, characters untouched."""
+
+from __future__ import annotations
+
+import re
+
+_ABBREVIATIONS = frozenset(
+    {"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "etc.", "no.", "approx.", "jr.",
+     "sr.", "prof."}
+)
+_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s+")
+_SOFT_END = re.compile(r"[,;:]\s+")
+
+
+class ClauseSplitter:
+    """Cuts a growing text into clauses at sentence ends (and at commas in long clauses).
+
+    Every character pushed comes out exactly once, in order, whitespace included, so the
+    clauses concatenate back to the generated text.
+    """
+
+    def __init__(self, soft_break_chars: int = 60) -> None:
+        self._buffer = ""
+        self._soft_break_chars = soft_break_chars
+
+    def push(self, piece: str) -> list[str]:
+        self._buffer += piece
+        clauses: list[str] = []
+        while (cut := self._next_cut()) is not None:
+            clauses.append(self._buffer[:cut])
+            self._buffer = self._buffer[cut:]
+        return clauses
+
+    def flush(self) -> str:
+        rest, self._buffer = self._buffer, ""
+        return rest
+
+    def _next_cut(self) -> int | None:
+        for match in _SENTENCE_END.finditer(self._buffer):
+            before = self._buffer[: match.start() + 1].split()
+            if before and before[-1].lower() in _ABBREVIATIONS:
+                continue
+            return match.end()
+        if len(self._buffer) >= self._soft_break_chars:
+            soft = [m for m in _SOFT_END.finditer(self._buffer) if m.start() >= 20]
+            if soft:
+                return soft[0].end()
+        return None

@@ -1,0 +1,1 @@
+"""The scripted caller: call files, and a caller that speaks them into a virtual microphone."""

@@ -1,0 +1,63 @@
+"""A scripted caller: speaks call-file lines into the virtual microphone at their cues."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from edge_agent.audio.virtual import VirtualMicrophone
+from edge_agent.clock import Clock
+from edge_agent.demo.callfile import CallerLine
+from edge_agent.events import CallerSpoke, EventLog, LoggedEvent, Notice, PlaybackStarted, UnitFinalized
+
+CUE_TIMEOUT = 45.0
+"""Seconds to wait for the agent before a cue is given up and the line is said anyway."""
+
+
+class ScriptedCaller:
+    def __init__(self, clock: Clock, mic: VirtualMicrophone, log: EventLog,
+                 lines: Sequence[tuple[CallerLine, bytes]]) -> None:
+        self._clock = clock
+        self._mic = mic
+        self._log = log
+        self._lines = list(lines)
+        self._events = log.subscribe()  # subscribed now, so no early event is missed
+
+    async def run(self) -> None:
+        start = self._clock.now()
+        try:
+            for line, pcm in self._lines:
+                if line.at is not None:
+                    await self._clock.sleep_until(start + line.at)
+                elif line.after_agent_done:
+                    if await self._cue(UnitFinalized, "finish its reply"):
+                        await self._clock.sleep(line.pause)
+                elif line.barge_in_after is not None and await self._cue(
+                        PlaybackStarted, "start a reply"):
+                    await self._clock.sleep(line.barge_in_after)
+                self._log.publish(CallerSpoke(line.say))
+                self._mic.say(pcm)
+                await self._mic.wait_said()
+                while not self._events.empty():  # cues count only after the line was said
+                    self._events.get_nowait()
+        finally:
+            self._log.unsubscribe(self._events)
+
+    async def _cue(self, kind: type, what: str) -> bool:
+        deadline = self._clock.now() + CUE_TIMEOUT
+        while True:
+            remaining = deadline - self._clock.now()
+            getter = asyncio.ensure_future(self._events.get())
+            timer = asyncio.ensure_future(self._clock.sleep(remaining))
+            done, _ = await asyncio.wait({getter, timer}, return_when=asyncio.FIRST_COMPLETED)
+            timer.cancel()
+            if getter not in done:
+                getter.cancel()
+                self._log.publish(Notice(f"caller: the agent did not {what} within "
+                                         f"{CUE_TIMEOUT:.0f} s; saying the next line anyway"))
+                return False
+            entry: LoggedEvent = getter.result()
+            event = entry.event
+            if isinstance(event, kind) and not (
+                    isinstance(event, UnitFinalized) and not event.finalize.generated):
+                return True

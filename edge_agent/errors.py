@@ -1,0 +1,52 @@
+"""Domain errors. The library raises these; only the CLI turns them into messages and exit codes."""
+
+from __future__ import annotations
+
+
+class EdgeAgentError(Exception):
+    """Base class for every error edge-agent reports to a user."""
+
+    exit_code = 1
+
+
+class ConfigError(EdgeAgentError):
+    """A configuration file (or call file) is unreadable or holds a bad value."""
+
+    exit_code = 2
+
+    def __init__(self, path: str, key: str, reason: str) -> None:
+        self.path = path
+        self.key = key
+        self.reason = reason
+        where = f"{path}: {key}" if key else path
+        super().__init__(f"{where}: {reason}")
+
+
+class ModelMissingError(EdgeAgentError):
+    """A model the configuration names is not on disk."""
+
+    exit_code = 3
+
+    def __init__(self, name: str, looked_at: str, fetch_hint: str) -> None:
+        self.name = name
+        self.looked_at = looked_at
+        self.fetch_hint = fetch_hint
+        super().__init__(f"model '{name}' is missing (looked at {looked_at}). {fetch_hint}")
+
+
+class ModelFetchError(EdgeAgentError):
+    """A download failed or produced a file whose size or hash is wrong."""
+
+    exit_code = 4
+
+
+class AudioDeviceError(EdgeAgentError):
+    """No usable audio device, or the named one does not exist."""
+
+    exit_code = 5
+
+
+class EngineError(EdgeAgentError):
+    """An engine failed to load or to run."""
+
+    exit_code = 6

@@ -1,0 +1,147 @@
+"""The few events that cross the loop, and the per-session event log.
+
+Each event is a small frozen dataclass; `EventLog.publish` stamps it with the clock and hands
+it to every subscriber (the console printer, the scripted caller, the session record).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from edge_agent.clock import Clock
+from edge_agent.heard.ledger import Finalize
+
+
+@dataclass(frozen=True)
+class UserSpeechStarted:
+    """The VAD heard the user start speaking."""
+
+    audio_time: float
+    """Seconds of microphone audio since the session started, at the speech onset."""
+
+
+@dataclass(frozen=True)
+class UserSpeechEnded:
+    """The VAD heard the user stop (after the configured end-of-turn silence)."""
+
+    audio_time: float
+    """Seconds of microphone audio at the last speech frame."""
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """A committed user turn: what the recognizer heard, ready to be answered."""
+
+    text: str
+    """The transcript; several commits within one turn are joined."""
+    words: tuple[tuple[str, float, float], ...]
+    """(word, start, end) in seconds of microphone audio, as the recognizer timed them."""
+
+
+@dataclass(frozen=True)
+class TurnDropped:
+    """A user speech segment ended with nothing recognized; it is not answered."""
+
+    audio_time: float
+    """Seconds of microphone audio at the end of the segment."""
+
+
+@dataclass(frozen=True)
+class PlaybackStarted:
+    """The first sample of a unit reached the device."""
+
+    unit_id: str
+    """The unit now audible."""
+
+
+@dataclass(frozen=True)
+class BargeIn:
+    """The user cut in: playback was stopped and the reply cancelled."""
+
+    unit_id: str | None
+    """The unit that was playing, if any."""
+
+
+@dataclass(frozen=True)
+class UnitFinalized:
+    """A unit's playback ended; `finalize` says what was heard."""
+
+    finalize: Finalize
+    """The one Finalize of the unit."""
+
+
+@dataclass(frozen=True)
+class LlmRequest:
+    """Messages sent to the language model, exactly."""
+
+    unit_id: str
+    """The unit the request's reply opens."""
+    messages: tuple[dict[str, str], ...]
+    """The chat messages, in order."""
+
+
+@dataclass(frozen=True)
+class CallerSpoke:
+    """The scripted caller started saying a line into the microphone (demo only)."""
+
+    text: str
+    """The line as written in the call file."""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something a user should know that is not an error (e.g. a scripted LLM ran out)."""
+
+    text: str
+    """The message."""
+
+
+Event = (
+    UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
+    | UnitFinalized | LlmRequest | CallerSpoke | Notice
+)
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    """An event as it entered the log."""
+
+    at: float
+    """Clock time, seconds since the session started."""
+    event: Event
+    """The event."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": round(self.at, 4), "type": type(self.event).__name__,
+                **dataclasses.asdict(self.event)}
+
+
+class EventLog:
+    """Ordered record of a session's events, with live subscribers."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._start = clock.now()
+        self.entries: list[LoggedEvent] = []
+        self._subscribers: list[asyncio.Queue[LoggedEvent]] = []
+
+    def elapsed(self) -> float:
+        return self._clock.now() - self._start
+
+    def publish(self, event: Event) -> LoggedEvent:
+        entry = LoggedEvent(self.elapsed(), event)
+        self.entries.append(entry)
+        for queue in self._subscribers:
+            queue.put_nowait(entry)
+        return entry
+
+    def subscribe(self) -> asyncio.Queue[LoggedEvent]:
+        queue: asyncio.Queue[LoggedEvent] = asyncio.Queue()
+        self._subscribers.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[LoggedEvent]) -> None:
+        self._subscribers.remove(queue)

@@ -1,0 +1,1 @@
+"""Conversation memory: heard history and prompt assembly (SQLite persistence comes later)."""

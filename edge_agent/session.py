@@ -1,0 +1,50 @@
+"""The session record: what was said, what each unit generated and what was heard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edge_agent.events import EventLog, LlmRequest
+from edge_agent.heard.ledger import Finalize
+from edge_agent.memory.history import History
+
+
+def unit_record(finalize: Finalize) -> dict[str, Any]:
+    rate = finalize.sample_rate
+
+    def ms(sample: int) -> int:
+        return round(sample * 1000 / rate)
+
+    return {
+        "unit_id": finalize.unit_id,
+        "generated": finalize.generated,
+        "heard": finalize.heard,
+        "interrupted": finalize.interrupted,
+        "played_ms": finalize.played_ms,
+        "inexact_words": finalize.inexact_words,
+        "words": [
+            {"text": w.text, "start_ms": ms(w.start_sample), "end_ms": ms(w.end_sample),
+             **({} if w.exact else {"exact": False})}
+            for w in finalize.words
+        ],
+    }
+
+
+def session_record(session_id: str, history: History, finalized: list[Finalize],
+                   log: EventLog, engines: dict[str, str]) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "engines": engines,
+        "turns": [
+            {"role": t.role, "text": t.text,
+             **({"generated": t.generated, "unit_id": t.unit_id, "interrupted": t.interrupted}
+                if t.role == "assistant" else {})}
+            for t in history.turns
+        ],
+        "units": [unit_record(f) for f in finalized],
+        "llm_requests": [
+            {"unit_id": e.event.unit_id, "messages": list(e.event.messages)}
+            for e in log.entries if isinstance(e.event, LlmRequest)
+        ],
+        "events": [e.to_json() for e in log.entries if not isinstance(e.event, LlmRequest)],
+    }
