@@ -17,8 +17,8 @@ from edge_agent.config import Config
 from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.segmenter import SegmenterSettings
-from edge_agent.demo.callfile import CallScript
 from edge_agent.demo.caller import ScriptedCaller
+from edge_agent.demo.callfile import CallScript
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer
 from edge_agent.engines.llm import ScriptedLanguageModel, load_language_model
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
@@ -180,7 +180,12 @@ async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None
 async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print,
                    max_seconds: float | None = None) -> dict[str, Any]:
     """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass)."""
-    from edge_agent.audio.pyaudio_io import PyAudioMicrophone, PyAudioSpeaker, find_device, open_pyaudio
+    from edge_agent.audio.pyaudio_io import (
+        PyAudioMicrophone,
+        PyAudioSpeaker,
+        find_device,
+        open_pyaudio,
+    )
 
     clock = MonotonicClock()
     pa = open_pyaudio()
@@ -195,6 +200,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
                                     settings=conversation_settings(config), log=log)
         printing = asyncio.create_task(_print_events(log, printer))
         talking = asyncio.create_task(conversation.run())
+        printer("edge-agent: listening (Ctrl-C to stop)")
         try:
             limit = 10 * 365 * 86400.0 if max_seconds is None else max_seconds
             await _until_first(talking, stop.wait(), clock, limit)

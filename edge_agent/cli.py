@@ -89,7 +89,7 @@ def _run(config: Config, args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        print("edge-agent: listening (Ctrl-C to stop)", flush=True)
+        print("edge-agent: loading models and opening audio devices...", flush=True)
         return await run_live(config, stop, printer=lambda line: print(line, flush=True),
                               max_seconds=args.duration)
 

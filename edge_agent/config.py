@@ -143,10 +143,7 @@ def load_config(path: Path | None = None) -> Config:
     """Load `path`, else $EDGE_AGENT_CONFIG, else /etc/edge-agent/edge-agent.toml, else defaults."""
     if path is None:
         env = os.environ.get(CONFIG_ENV)
-        if env:
-            path = Path(env)
-        else:
-            path = next((p for p in SEARCH_PATHS if p.is_file()), None)
+        path = Path(env) if env else next((p for p in SEARCH_PATHS if p.is_file()), None)
     if path is None:
         return Config()
     try:
@@ -163,7 +160,7 @@ def parse_config(text: str, source: str) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, "", f"not valid TOML: {exc}") from None
-    config = _build(Config, data, source, "")
+    config: Config = _build(Config, data, source, "")
     return dataclasses.replace(config, source=source)
 
 

@@ -7,10 +7,20 @@ import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 _END = object()
+
+
+class Owner(Protocol):
+    """Where blocking calls on one resource run."""
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncIterator[T]: ...
+
+    def close(self) -> None: ...
 
 
 class OwnerThread:

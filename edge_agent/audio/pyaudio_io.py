@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from edge_agent.errors import AudioDeviceError
@@ -21,10 +23,25 @@ from edge_agent.errors import AudioDeviceError
 _PERIOD = 512
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """ALSA and JACK print every failed device probe straight to fd 2 while PortAudio starts."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(devnull)
+        os.close(saved)
+
+
 def open_pyaudio() -> Any:
     import pyaudio
 
-    return pyaudio.PyAudio()
+    with _quiet_native_stderr():
+        return pyaudio.PyAudio()
 
 
 def find_device(pa: Any, wanted: str, output: bool) -> int:
@@ -106,7 +123,7 @@ class PyAudioSpeaker:
                                    frames_per_buffer=_PERIOD)
         except OSError as exc:
             raise AudioDeviceError(f"cannot open output device {device}: {exc}") from None
-        self._capacity = self._stream.get_write_available()
+        self._capacity: int = self._stream.get_write_available()
         self._queue: deque[bytes] = deque()
         self._written = 0  # frames handed to PortAudio since the (re)start
         self._base = 0  # device frames played before the last restart
@@ -131,6 +148,10 @@ class PyAudioSpeaker:
     def written_frames(self) -> int:
         with self._lock:
             return self._base + self._written + self._queued_frames
+
+    def _device_queue(self) -> int:
+        available: int = self._stream.get_write_available()
+        return self._capacity - available
 
     async def wait_played(self, frame: int) -> None:
         while self.played_frames() < min(frame, self.written_frames()):
@@ -159,7 +180,7 @@ class PyAudioSpeaker:
     def _played_locked(self) -> int:
         if not self._written:
             return 0
-        queued_in_device = self._capacity - self._stream.get_write_available()
+        queued_in_device = self._device_queue()
         return max(0, self._written - max(0, queued_in_device))
 
     def _pump(self) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.conversation.clauses import ClauseSplitter
@@ -37,14 +37,14 @@ from edge_agent.events import (
 from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
 from edge_agent.heard.truncation import HeardPolicy
 from edge_agent.memory.history import History, assemble_prompt
-from edge_agent.owner import OwnerThread
+from edge_agent.owner import Owner, OwnerThread
 
 
 @dataclass(frozen=True)
 class ConversationSettings:
     system_prompt: str = "You are a helpful voice assistant. Answer in one or two short sentences."
     greeting: str = ""
-    segmenter: SegmenterSettings = SegmenterSettings()
+    segmenter: SegmenterSettings = field(default_factory=SegmenterSettings)
     preroll_ms: int = 256
     """Audio kept from before the speech onset and fed to the recognizer with it."""
     barge_in_min_ms: int = 300
@@ -72,6 +72,7 @@ class Conversation:
         settings: ConversationSettings,
         log: EventLog,
         history: History | None = None,
+        owner: Callable[[str], Owner] = OwnerThread,
     ) -> None:
         self._mic = mic
         self._speaker = speaker
@@ -80,9 +81,9 @@ class Conversation:
         self._log = log
         self.history = history or History()
         self._ledger = UnitLedger(settings.heard_policy)
-        self._stt_thread = OwnerThread("stt")
-        self._llm_thread = OwnerThread("llm")
-        self._tts_thread = OwnerThread("tts")
+        self._stt_thread = owner("stt")
+        self._llm_thread = owner("llm")
+        self._tts_thread = owner("tts")
         self._reply: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._hearing = False

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from edge_agent.audio.virtual import VirtualMicrophone
 from edge_agent.clock import Clock
 from edge_agent.demo.callfile import CallerLine
-from edge_agent.events import CallerSpoke, EventLog, LoggedEvent, Notice, PlaybackStarted, UnitFinalized
+from edge_agent.events import (
+    CallerSpoke,
+    EventLog,
+    LoggedEvent,
+    Notice,
+    PlaybackStarted,
+    UnitFinalized,
+)
 
 CUE_TIMEOUT = 45.0
 """Seconds to wait for the agent before a cue is given up and the line is said anyway."""

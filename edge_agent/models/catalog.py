@@ -105,8 +105,9 @@ class Catalog:
         if path.exists():
             return path
         if "/" in reference or path.suffix:
-            raise ModelMissingError(reference, str(path),
-                                    "Fix the path in the config, or use a name from `edge-agent models list`.")
+            raise ModelMissingError(
+                reference, str(path),
+                "Fix the path in the config, or use a name from `edge-agent models list`.")
         names = ", ".join(n for n, s in sorted(self.specs.items()) if s.kind == kind)
         raise ConfigError(source, config_key,
                           f"'{reference}' is neither a model name ({names}) nor an existing path")

@@ -6,6 +6,7 @@ renamed (or extracted into a temporary directory that is renamed).
 
 from __future__ import annotations
 
+import http.client
 import sys
 import tempfile
 import time
@@ -42,7 +43,8 @@ def _fetch_one(download: Download, model_dir: Path, spec: ModelSpec,
     final = model_dir / download.save_as
     if final.exists():
         return
-    partial = model_dir / (Path(download.url.split("?")[0]).name + ".part")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(final.name + ".part")
     _download(download, partial, progress, timeout)
     actual_size = partial.stat().st_size
     if actual_size != download.size:
@@ -86,7 +88,7 @@ def _download(download: Download, partial: Path, progress: ProgressFn | None,
                     if progress:
                         progress(download.save_as, received, download.size,
                                  time.monotonic() - started)
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, TimeoutError) as exc:
         raise ModelFetchError(
             f"{download.url}: download failed ({exc}); {_resume_note(partial, download)}"
         ) from None
@@ -132,7 +134,7 @@ def _write_hash_record(model_dir: Path, spec: ModelSpec) -> None:
     (model_dir / HASHES_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def progress_bar(stream: TextIO = sys.stderr) -> ProgressFn:
+def progress_bar(stream: TextIO | None = None) -> ProgressFn:
     """A one-line progress bar for terminals."""
     last = [0.0]
 
@@ -144,10 +146,11 @@ def progress_bar(stream: TextIO = sys.stderr) -> ProgressFn:
         fraction = received / total if total else 1.0
         filled = int(30 * fraction)
         rate = received / elapsed / 1e6 if elapsed > 0 else 0.0
-        stream.write(f"\r  {name} [{'#' * filled}{'.' * (30 - filled)}] {fraction:6.1%} "
+        out = stream or sys.stderr
+        out.write(f"\r  {name} [{'#' * filled}{'.' * (30 - filled)}] {fraction:6.1%} "
                      f"{received / 1e6:.1f}/{total / 1e6:.1f} MB {rate:.1f} MB/s")
         if received >= total:
-            stream.write("\n")
-        stream.flush()
+            out.write("\n")
+        out.flush()
 
     return show

