@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.errors import ConfigError
+from edge_agent.tomlfile import parse_toml, read_text
 
 CONFIG_ENV = "EDGE_AGENT_CONFIG"
 SEARCH_PATHS = (Path("/etc/edge-agent/edge-agent.toml"),)
@@ -146,20 +146,11 @@ def load_config(path: Path | None = None) -> Config:
         path = Path(env) if env else next((p for p in SEARCH_PATHS if p.is_file()), None)
     if path is None:
         return Config()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), "", f"cannot read: {exc}") from None
-    return parse_config(text, str(path))
+    return parse_config(read_text(path, "config file"), str(path))
 
 
 def parse_config(text: str, source: str) -> Config:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, "", f"not valid TOML: {exc}") from None
+    data = parse_toml(text, source)
     config: Config = _build(Config, data, source, "")
     return dataclasses.replace(config, source=source)
 

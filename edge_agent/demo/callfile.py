@@ -21,12 +21,12 @@ barge_in_after = 3.2         # seconds after the agent's current reply started p
 from __future__ import annotations
 
 import importlib.resources
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edge_agent.errors import ConfigError
+from edge_agent.tomlfile import parse_toml, read_text
 
 DEFAULT_CALL = "luigis.toml"
 _TRIGGERS = ("at", "after_agent_done", "barge_in_after")
@@ -61,20 +61,11 @@ def load_call(path: Path | None) -> CallScript:
         text = importlib.resources.files("edge_agent.demo").joinpath(DEFAULT_CALL).read_text(
             encoding="utf-8")
         return parse_call(text, f"(built-in) {DEFAULT_CALL}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), "", "call file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), "", f"cannot read call file: {exc}") from None
-    return parse_call(text, str(path))
+    return parse_call(read_text(path, "call file"), str(path))
 
 
 def parse_call(text: str, source: str) -> CallScript:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, "", f"not valid TOML: {exc}") from None
+    data = parse_toml(text, source)
     unknown = set(data) - {"agent", "caller"}
     if unknown:
         raise ConfigError(source, sorted(unknown)[0], "unknown key (expected [agent] and [[caller]])")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from edge_agent.engines.base import ChatMessage
 from edge_agent.errors import ConfigError, EngineError
+from edge_agent.tomlfile import parse_toml, read_text
 
 
 class LlamaLanguageModel:
@@ -74,12 +74,7 @@ class ScriptedLanguageModel:
     @classmethod
     def from_file(cls, path: Path) -> ScriptedLanguageModel:
         """Read `replies = [...]` at the top level or under `[agent]` of a TOML file."""
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(str(path), "", "script file not found") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(str(path), "", f"not valid TOML: {exc}") from None
+        data = parse_toml(read_text(path, "script file"), str(path))
         replies = data.get("replies", data.get("agent", {}).get("replies"))
         key = "replies" if "replies" in data else "agent.replies"
         if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):

@@ -6,12 +6,12 @@ import hashlib
 import importlib.metadata
 import importlib.resources
 import importlib.util
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edge_agent.errors import ConfigError, ModelMissingError
+from edge_agent.tomlfile import parse_toml, read_text
 
 KINDS = ("vad", "stt", "llm", "tts")
 
@@ -136,15 +136,9 @@ def load_catalog(models_dir: Path, manifest: Path | None = None) -> Catalog:
             encoding="utf-8")
         source = "edge_agent/models/manifest.toml"
     else:
-        try:
-            text = manifest.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(str(manifest), "", f"cannot read manifest: {exc}") from None
+        text = read_text(manifest, "manifest")
         source = str(manifest)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, "", f"not valid TOML: {exc}") from None
+    data = parse_toml(text, source)
     specs = {name: _spec(name, entry, source) for name, entry in data.get("models", {}).items()}
     return Catalog(specs, models_dir)
 

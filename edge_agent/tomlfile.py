@@ -1,0 +1,25 @@
+"""Reading the TOML files a user writes (config, call files, scripts, manifests)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from edge_agent.errors import ConfigError
+
+
+def read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), "", f"{what} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), "", f"cannot read {what}: {exc}") from None
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, "", f"not valid TOML: {exc}") from None
