@@ -28,7 +28,7 @@ class UserSpeechEnded:
     """The VAD heard the user stop (after the configured end-of-turn silence)."""
 
     audio_time: float
-    """Seconds of microphone audio at the last speech frame."""
+    """Seconds of microphone audio when the end-of-turn silence completed."""
 
 
 @dataclass(frozen=True)
