@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,8 @@ from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.segmenter import SegmenterSettings
 from edge_agent.demo.caller import ScriptedCaller
-from edge_agent.demo.callfile import CallScript
-from edge_agent.engines.base import LanguageModel, SpeechRecognizer
+from edge_agent.demo.callfile import CallerLine, CallScript
+from edge_agent.engines.base import LanguageModel, SpeechRecognizer, TextToSpeech
 from edge_agent.engines.llm import ScriptedLanguageModel, load_language_model
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech
@@ -35,65 +34,49 @@ IDLE_TO_END = 1.5
 """Seconds the demo waits with nothing happening after the last caller line before it ends."""
 
 
-@dataclass(frozen=True)
-class ModelPaths:
-    vad: Path
-    stt: tuple[str, Path | None]
-    llm: Path | None
-    tts: Path
+def resolve_models(config: Config, catalog: Catalog, with_llm: bool) -> dict[str, Path]:
+    """Every model the config needs, by kind, found on disk before anything heavy loads."""
+    return {use.kind: catalog.resolve(use.reference, use.kind, use.key, config.source)
+            for use in config.models_in_use(with_llm)}
 
 
-def resolve_models(config: Config, catalog: Catalog, scripted: bool) -> ModelPaths:
-    """Every model the config needs, found on disk before anything heavy loads."""
-    src = config.source
-    vad = catalog.resolve(config.vad.model, "vad", "vad.model", src)
-    engine = config.stt.engine
-    if engine == "auto":
-        engine = "vosk" if config.stt.vosk_model else "pocketsphinx"
-    if engine == "vosk":
-        if not config.stt.vosk_model:
-            raise ConfigError(src, "stt.vosk_model", 'must name a Vosk model when engine = "vosk"')
-        stt: tuple[str, Path | None] = (
-            "vosk", catalog.resolve(config.stt.vosk_model, "stt", "stt.vosk_model", src))
-    else:
-        stt = ("pocketsphinx", catalog.resolve("pocketsphinx-en-us", "stt", "stt.engine", src))
-    llm = None if scripted else catalog.resolve(config.llm.model, "llm", "llm.model", src)
-    tts = catalog.resolve(config.tts.voice, "tts", "tts.voice", src)
-    return ModelPaths(vad, stt, llm, tts)
+def _scripted_llm(config: Config, replies: Sequence[str] | None
+                  ) -> tuple[ScriptedLanguageModel, str] | None:
+    if replies is not None:
+        return ScriptedLanguageModel(replies), "scripted (call file)"
+    if config.llm.engine != "scripted":
+        return None
+    if not config.llm.script:
+        raise ConfigError(config.source, "llm.script",
+                          'must name a replies file when llm.engine = "scripted"')
+    script = Path(config.llm.script).expanduser()
+    return ScriptedLanguageModel.from_file(script), f"scripted ({script})"
 
 
 def build_engines(config: Config, replies: Sequence[str] | None = None,
                   catalog: Catalog | None = None) -> tuple[Engines, dict[str, str]]:
+    """Load every engine the config names (blocking: seconds). `replies` scripts the LLM."""
     catalog = catalog or load_catalog(config.models_dir)
-    scripted_file = None
-    if replies is None and config.llm.engine == "scripted":
-        if not config.llm.script:
-            raise ConfigError(config.source, "llm.script",
-                              'must name a replies file when llm.engine = "scripted"')
-        scripted_file = Path(config.llm.script).expanduser()
-    paths = resolve_models(config, catalog, scripted=replies is not None or scripted_file is not None)
-    stt: SpeechRecognizer = (
-        VoskRecognizer(paths.stt[1]) if paths.stt[0] == "vosk" and paths.stt[1]
-        else PocketSphinxRecognizer(paths.stt[1])
-    )
+    scripted = _scripted_llm(config, replies)
+    paths = resolve_models(config, catalog, with_llm=scripted is None)
+    stt: SpeechRecognizer = (VoskRecognizer(paths["stt"]) if config.stt_engine == "vosk"
+                             else PocketSphinxRecognizer(paths["stt"]))
     llm: LanguageModel
-    if replies is not None:
-        llm, llm_name = ScriptedLanguageModel(replies), "scripted (call file)"
-    elif scripted_file is not None:
-        llm, llm_name = ScriptedLanguageModel.from_file(scripted_file), f"scripted ({scripted_file})"
+    if scripted is not None:
+        llm, llm_name = scripted
     else:
-        assert paths.llm is not None
         llm = load_language_model(
-            paths.llm, context_tokens=config.llm.context_tokens, threads=config.llm.threads,
+            paths["llm"], context_tokens=config.llm.context_tokens, threads=config.llm.threads,
             max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
             seed=config.llm.seed)
-        llm_name = f"llama.cpp ({paths.llm.name})"
-    voice_config = paths.tts.with_name(paths.tts.name + ".json")
-    tts = PiperSpeech(paths.tts, voice_config if voice_config.exists() else None,
+        llm_name = f"llama.cpp ({paths['llm'].name})"
+    voice = paths["tts"]
+    voice_config = voice.with_name(voice.name + ".json")
+    tts = PiperSpeech(voice, voice_config if voice_config.exists() else None,
                       config.tts.length_scale)
-    engines = Engines(vad=SileroVad(paths.vad), stt=stt, llm=llm, tts=tts)
-    names = {"vad": f"silero ({paths.vad.name})", "stt": paths.stt[0], "llm": llm_name,
-             "tts": f"piper ({paths.tts.name})"}
+    engines = Engines(vad=SileroVad(paths["vad"]), stt=stt, llm=llm, tts=tts)
+    names = {"vad": f"silero ({paths['vad'].name})", "stt": config.stt_engine, "llm": llm_name,
+             "tts": f"piper ({voice.name})"}
     return engines, names
 
 
@@ -123,39 +106,54 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
                    clock: Clock | None = None, max_seconds: float = 300.0) -> dict[str, Any]:
     """A whole call through the real engines on the virtual audio pair; returns the record."""
     clock = clock or MonotonicClock()
-    engines, names = build_engines(config, replies=call.replies)
-    tts = engines.tts
+    engines, names = await asyncio.to_thread(build_engines, config, call.replies)
     mic = VirtualMicrophone(clock)
-    lines = [
-        (line, resample(tts.synthesize(line.say).pcm, tts.sample_rate, mic.sample_rate))
-        for line in call.lines
-    ]
-    speaker = VirtualSpeaker(clock, tts.sample_rate)
+    lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
+    speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
     log = EventLog(clock)
     conversation = Conversation(mic=mic, speaker=speaker, engines=engines,
                                 settings=conversation_settings(config, call.greeting), log=log)
     caller = ScriptedCaller(clock, mic, log, lines)
+
+    async def call_then_idle(talking: asyncio.Task[None]) -> None:
+        await _until_first(talking, caller.run(), clock, max_seconds)
+        await _until_first(talking, _idle(conversation, log, clock), clock, max_seconds)
+
+    return await _session(conversation, log, names, printer, call_then_idle)
+
+
+def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
+    return [(line, resample(tts.synthesize(line.say).pcm, tts.sample_rate, rate))
+            for line in call.lines]
+
+
+async def _session(conversation: Conversation, log: EventLog, names: dict[str, str],
+                   printer: Printer, hold: Callable[[asyncio.Task[None]], Awaitable[None]]
+                   ) -> dict[str, Any]:
+    """Converse while `hold` runs, then stop (finalizing what is open) and make the record."""
     printing = asyncio.create_task(_print_events(log, printer))
     talking = asyncio.create_task(conversation.run())
     try:
-        await _until_first(talking, caller.run(), clock, max_seconds)
-        await _until_first(talking, _idle(conversation, log, clock), clock, max_seconds)
+        await hold(talking)
     finally:
         talking.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await talking
         printing.cancel()
-    return session_record(uuid.uuid4().hex[:12], conversation.history, conversation.finalized,
-                          log, names)
+    return session_record(uuid.uuid4().hex[:12], conversation.history, log, names)
 
 
-async def _until_first(talking: asyncio.Task[None], work: Any, clock: Clock,
-                       max_seconds: float) -> None:
+async def _until_first(talking: asyncio.Task[None], work: Awaitable[Any], clock: Clock,
+                       max_seconds: float | None) -> None:
     """Run `work` while the conversation runs; a conversation failure surfaces at once."""
     task = asyncio.ensure_future(work)
-    limit = asyncio.ensure_future(clock.sleep(max_seconds))
-    done, _ = await asyncio.wait({task, talking, limit}, return_when=asyncio.FIRST_COMPLETED)
-    limit.cancel()
+    waiting: set[asyncio.Future[Any]] = {task, talking}
+    limit = asyncio.ensure_future(clock.sleep(max_seconds)) if max_seconds is not None else None
+    if limit is not None:
+        waiting.add(limit)
+    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if limit is not None:
+        limit.cancel()
     if talking in done:
         task.cancel()
         talking.result()  # raises the engine's error
@@ -192,25 +190,20 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     try:
         in_dev = find_device(pa, config.audio.input_device, output=False)
         out_dev = find_device(pa, config.audio.output_device, output=True)
-        engines, names = build_engines(config)
+        engines, names = await asyncio.to_thread(build_engines, config)
         mic = PyAudioMicrophone(pa, in_dev)
-        speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate)
+        speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
         log = EventLog(clock)
         conversation = Conversation(mic=mic, speaker=speaker, engines=engines,
                                     settings=conversation_settings(config), log=log)
-        printing = asyncio.create_task(_print_events(log, printer))
-        talking = asyncio.create_task(conversation.run())
-        printer("edge-agent: listening (Ctrl-C to stop)")
+
+        async def until_stopped(talking: asyncio.Task[None]) -> None:
+            printer("edge-agent: listening (Ctrl-C to stop)")
+            await _until_first(talking, stop.wait(), clock, max_seconds)
+
         try:
-            limit = 10 * 365 * 86400.0 if max_seconds is None else max_seconds
-            await _until_first(talking, stop.wait(), clock, limit)
+            return await _session(conversation, log, names, printer, until_stopped)
         finally:
-            talking.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await talking
-            printing.cancel()
             speaker.close()
-        return session_record(uuid.uuid4().hex[:12], conversation.history,
-                              conversation.finalized, log, names)
     finally:
         pa.terminate()

@@ -108,8 +108,7 @@ def _models(config: Config, args: argparse.Namespace) -> int:
         path = fetch_model(catalog, args.name, progress=progress_bar())
         print(f"{args.name}: verified and installed at {path}")
         return 0
-    in_use = {config.vad.model, config.llm.model if config.llm.engine == "llama" else "",
-              config.tts.voice, config.stt.vosk_model or "pocketsphinx-en-us"}
+    in_use = {use.reference for use in config.models_in_use()}
     if args.action == "list":
         print(f"models dir: {catalog.models_dir}")
         print(f"{'':2}{'name':24}{'kind':6}{'status':9}{'size':>10}  where")

@@ -118,6 +118,41 @@ class Config:
     def models_dir(self) -> Path:
         return self.data_path / "models"
 
+    @property
+    def stt_engine(self) -> str:
+        """The recognizer this config picks ("auto" decided)."""
+        if self.stt.engine == "auto":
+            return "vosk" if self.stt.vosk_model else "pocketsphinx"
+        if self.stt.engine == "vosk" and not self.stt.vosk_model:
+            raise ConfigError(self.source, "stt.vosk_model",
+                              'must name a Vosk model when engine = "vosk"')
+        return self.stt.engine
+
+    def models_in_use(self, with_llm: bool = True) -> list[ModelUse]:
+        """Every model this config needs, with the key that names it."""
+        stt = (ModelUse("stt", self.stt.vosk_model, "stt.vosk_model") if self.stt_engine == "vosk"
+               else ModelUse("stt", POCKETSPHINX_MODEL, "stt.engine"))
+        uses = [ModelUse("vad", self.vad.model, "vad.model"), stt,
+                ModelUse("tts", self.tts.voice, "tts.voice")]
+        if with_llm and self.llm.engine == "llama":
+            uses.append(ModelUse("llm", self.llm.model, "llm.model"))
+        return uses
+
+
+POCKETSPHINX_MODEL = "pocketsphinx-en-us"
+
+
+@dataclass(frozen=True)
+class ModelUse:
+    """One model a config refers to."""
+
+    kind: str
+    """"vad", "stt", "llm" or "tts"."""
+    reference: str
+    """A model name from the manifest, or a path."""
+    key: str
+    """The config key that names it (for error messages)."""
+
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "stt.engine": ("auto", "pocketsphinx", "vosk"),

@@ -44,9 +44,10 @@ class OwnerThread:
         stop = threading.Event()
 
         def pump() -> None:
-            items = make_items()
+            items: Iterator[T] | None = None
             error: BaseException | None = None
             try:
+                items = make_items()
                 for item in items:
                     if stop.is_set():
                         break
@@ -54,7 +55,7 @@ class OwnerThread:
             except BaseException as exc:  # handed to the consumer, not swallowed
                 error = exc
             finally:
-                close = getattr(items, "close", None)
+                close = getattr(items, "close", None) if items is not None else None
                 if close is not None:
                     close()
             if not loop.is_closed():

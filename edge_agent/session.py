@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edge_agent.events import EventLog, LlmRequest
+from edge_agent.events import EventLog, LlmRequest, UnitFinalized
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.history import History
 
@@ -30,8 +30,8 @@ def unit_record(finalize: Finalize) -> dict[str, Any]:
     }
 
 
-def session_record(session_id: str, history: History, finalized: list[Finalize],
-                   log: EventLog, engines: dict[str, str]) -> dict[str, Any]:
+def session_record(session_id: str, history: History, log: EventLog,
+                   engines: dict[str, str]) -> dict[str, Any]:
     return {
         "session_id": session_id,
         "engines": engines,
@@ -41,7 +41,8 @@ def session_record(session_id: str, history: History, finalized: list[Finalize],
                 if t.role == "assistant" else {})}
             for t in history.turns
         ],
-        "units": [unit_record(f) for f in finalized],
+        "units": [unit_record(e.event.finalize)
+                  for e in log.entries if isinstance(e.event, UnitFinalized)],
         "llm_requests": [
             {"unit_id": e.event.unit_id, "messages": list(e.event.messages)}
             for e in log.entries if isinstance(e.event, LlmRequest)

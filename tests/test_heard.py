@@ -114,6 +114,6 @@ def test_ledger_finalizes_each_unit_once_in_order() -> None:
     assert done[0].heard == "Hello there." and not done[0].interrupted
     assert done[1].heard == "" and done[1].interrupted
     assert ledger.finalize(second, 0) == []  # never twice
-    (empty,) = ledger.finalize_all(lambda unit: 0)
+    (empty,) = ledger.finalize_all(device_played=0)
     assert (empty.unit_id, empty.generated, empty.heard) == (third.unit_id, "", "")
     assert ledger.open_units == ()

@@ -512,29 +512,24 @@ def test_zip_single_member_extraction(server: Server, tmp_path: Path) -> None:
     assert _cli(setup, "verify", "member", "--manifest", str(setup.manifest)).returncode == 0
 
 
-def test_zip_without_the_member_is_a_clean_error(server: Server, tmp_path: Path) -> None:
-    archive = _zip({"a/b.bin": b"payload"})
+@pytest.mark.parametrize(
+    ("archive", "extract", "message"),
+    [
+        pytest.param(_zip({"a/b.bin": b"payload"}), "a/missing.bin", "a/missing.bin",
+                     id="member-missing"),
+        pytest.param(_random_bytes(1000), "a/b.bin", "not a valid zip", id="not-a-zip"),
+    ],
+)
+def test_bad_archive_is_a_clean_error(server: Server, tmp_path: Path, archive: bytes,
+                                      extract: str, message: str) -> None:
     server.served.files["/pkg/x.zip"] = archive
     setup = _setup(tmp_path, {"member": {"kind": "vad", "entry": "b.bin", "files": [{
         "url": f"{server.base_url}/pkg/x.zip", "size": len(archive),
-        "sha256": _sha(archive), "extract": "a/missing.bin", "save_as": "b.bin"}]}})
+        "sha256": _sha(archive), "extract": extract, "save_as": "b.bin"}]}})
 
     result = _fetch(setup, "member")
     _assert_clean_error(result, FETCH_ERROR)
-    assert "a/missing.bin" in result.stderr
-    assert not (setup.models_dir / "member" / "b.bin").exists()
-
-
-def test_not_a_zip_is_a_clean_error(server: Server, tmp_path: Path) -> None:
-    data = _random_bytes(1000)
-    server.served.files["/pkg/x.zip"] = data
-    setup = _setup(tmp_path, {"member": {"kind": "vad", "entry": "b.bin", "files": [{
-        "url": f"{server.base_url}/pkg/x.zip", "size": len(data),
-        "sha256": _sha(data), "extract": "a/b.bin", "save_as": "b.bin"}]}})
-
-    result = _fetch(setup, "member")
-    _assert_clean_error(result, FETCH_ERROR)
-    assert "not a valid zip" in result.stderr
+    assert message in result.stderr
     assert not (setup.models_dir / "member" / "b.bin").exists()
 
 

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from edge_agent.clock import Clock
 from edge_agent.errors import AudioDeviceError
 
 _PERIOD = 512
@@ -112,10 +113,11 @@ class PyAudioMicrophone:
 class PyAudioSpeaker:
     """Blocking-mode output owned by one writer thread; `interrupt` aborts with no tail."""
 
-    def __init__(self, pa: Any, device: int, sample_rate: int) -> None:
+    def __init__(self, pa: Any, device: int, sample_rate: int, clock: Clock) -> None:
         import pyaudio
 
         self.sample_rate = sample_rate
+        self._clock = clock
         self._lock = threading.Lock()
         try:
             self._stream = pa.open(format=pyaudio.paInt16, channels=1, rate=sample_rate,
@@ -145,7 +147,7 @@ class PyAudioSpeaker:
         with self._lock:
             return self._base + self._played_locked()
 
-    def written_frames(self) -> int:
+    def _written_frames(self) -> int:
         with self._lock:
             return self._base + self._written + self._queued_frames
 
@@ -154,8 +156,8 @@ class PyAudioSpeaker:
         return self._capacity - available
 
     async def wait_played(self, frame: int) -> None:
-        while self.played_frames() < min(frame, self.written_frames()):
-            await asyncio.sleep(0.005)
+        while self.played_frames() < min(frame, self._written_frames()):
+            await self._clock.sleep(0.005)
 
     def interrupt(self) -> int:
         with self._lock:

@@ -15,16 +15,14 @@ from edge_agent.clock import Clock
 
 
 class VirtualSpeaker:
-    """Plays queued audio continuously at `sample_rate`; keeps what it played if asked."""
+    """Plays queued audio continuously at `sample_rate`."""
 
-    def __init__(self, clock: Clock, sample_rate: int, keep_audio: bool = False) -> None:
+    def __init__(self, clock: Clock, sample_rate: int) -> None:
         self.sample_rate = sample_rate
         self._clock = clock
         self._written = 0
         self._busy_since: float | None = None
         self._busy_base = 0
-        self._keep_audio = keep_audio
-        self._audio = bytearray()
         self._changed = asyncio.Event()
 
     def write(self, pcm: bytes) -> int:
@@ -33,8 +31,6 @@ class VirtualSpeaker:
             self._busy_since = self._clock.now()
             self._busy_base = self._written
         self._written += len(pcm) // 2
-        if self._keep_audio:
-            self._audio.extend(pcm)
         self._changed.set()
         return start
 
@@ -43,9 +39,6 @@ class VirtualSpeaker:
             return self._written
         elapsed = self._clock.now() - self._busy_since
         return min(self._written, self._busy_base + int(elapsed * self.sample_rate))
-
-    def written_frames(self) -> int:
-        return self._written
 
     async def wait_played(self, frame: int) -> None:
         while self.played_frames() < min(frame, self._written):
@@ -64,15 +57,8 @@ class VirtualSpeaker:
         played = self.played_frames()
         self._written = played
         self._busy_since = None
-        if self._keep_audio:
-            del self._audio[played * 2 :]
         self._changed.set()
         return played
-
-    def played_audio(self, start: int, end: int) -> bytes:
-        """Audio that reached the device between two frames (needs keep_audio)."""
-        end = min(end, self.played_frames())
-        return bytes(self._audio[start * 2 : max(start, end) * 2])
 
 
 class VirtualMicrophone:

@@ -87,12 +87,16 @@ class Conversation:
         self._reply: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._hearing = False
-        self.finalized: list[Finalize] = []
+
+    @property
+    def replying(self) -> bool:
+        """True while a reply is being generated, synthesized or played."""
+        return self._reply is not None and not self._reply.done()
 
     @property
     def busy(self) -> bool:
         """True while the user is talking or the agent is answering or speaking."""
-        return self._hearing or (self._reply is not None and not self._reply.done())
+        return self._hearing or self.replying
 
     async def run(self) -> None:
         """Greet (if configured) and converse until cancelled; then finalize what is open."""
@@ -126,7 +130,7 @@ class Conversation:
                 await self._stt_thread.call(stt.feed, b"".join(preroll))
             elif segmenter.in_speech or boundary is Boundary.END:
                 await self._stt_thread.call(stt.feed, frame)
-            if (segmenter.in_speech and self._reply is not None and not self._reply.done()
+            if (segmenter.in_speech and self.replying
                     and segmenter.speech_ms >= self._settings.barge_in_min_ms):
                 await self._barge_in()
             if boundary is Boundary.END:
@@ -230,22 +234,12 @@ class Conversation:
             reply.cancel()
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await reply  # its failure, if any, was taken by _check_reply
-        self._record(self._ledger.finalize_all(_played_in(played)))
+        self._record(self._ledger.finalize_all(played))
 
     def _record(self, finalizes: list[Finalize]) -> None:
         for finalize in finalizes:
-            self.finalized.append(finalize)
             self.history.add_finalize(finalize)
             self._log.publish(UnitFinalized(finalize))
-
-
-def _played_in(device_played: int) -> Callable[[Unit], int]:
-    def played(unit: Unit) -> int:
-        if unit.device_start is None:
-            return 0
-        return max(0, min(device_played - unit.device_start, unit.audio_samples))
-
-    return played
 
 
 async def _pieces_of(text: str) -> AsyncIterator[str]:

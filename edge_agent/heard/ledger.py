@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from edge_agent.heard.timings import WordTiming
@@ -49,6 +49,12 @@ class Unit:
     audio_text_end: int = 0
     device_start: int | None = None
     """Device frame at which the unit's first sample was queued for playback."""
+
+    def played_at(self, device_played: int) -> int:
+        """Samples of this unit played when the device has played `device_played` frames."""
+        if self.device_start is None:
+            return 0
+        return max(0, min(device_played - self.device_start, self.audio_samples))
 
     def add_text(self, piece: str) -> None:
         self.text += piece
@@ -101,12 +107,12 @@ class UnitLedger:
                 break
         return done
 
-    def finalize_all(self, played_of: Callable[[Unit], int]) -> list[Finalize]:
-        """Finalize every open unit, in order, each at the position `played_of` gives it."""
+    def finalize_all(self, device_played: int) -> list[Finalize]:
+        """Finalize every open unit, in order, where the device's played position leaves it."""
         done: list[Finalize] = []
         while self._open:
             head = self._open[0]
-            done.append(self._close(head, played_of(head)))
+            done.append(self._close(head, head.played_at(device_played)))
         return done
 
     def _close(self, unit: Unit, played: int) -> Finalize:

@@ -85,7 +85,6 @@ def align_words(
     phoneme_words: Sequence[PhonemeWord],
     count_phoneme_words: Callable[[str], int],
     audio_end: int,
-    char_offset: int = 0,
 ) -> list[WordTiming]:
     """Give every token of `text` the samples that speak it.
 
@@ -101,10 +100,10 @@ def align_words(
 
     def timing(index: int, start: int, end: int, exact: bool) -> WordTiming:
         s, e = spans[index]
-        return WordTiming(text[s:e], s + char_offset, e + char_offset, start, end, exact)
+        return WordTiming(text[s:e], s, e, start, end, exact)
 
     if sum(counts) == len(phoneme_words):
-        return _assign_in_order(range(len(spans)), counts, phoneme_words, 0, first_start, timing)
+        return _assign_in_order(counts, phoneme_words, first_start, timing)
 
     # Match from the front while the remaining audio can still hold the remaining counts.
     front: list[WordTiming] = []
@@ -135,17 +134,16 @@ def align_words(
 
 
 def _assign_in_order(
-    indexes: range,
     counts: Sequence[int],
     phoneme_words: Sequence[PhonemeWord],
-    first_word: int,
     cursor: int,
     timing: Callable[[int, int, int, bool], WordTiming],
 ) -> list[WordTiming]:
+    """Token i gets the next counts[i] phoneme words; a token that speaks as nothing gets a
+    zero-length span where it stands."""
     result: list[WordTiming] = []
-    used = first_word
-    for index in indexes:
-        count = counts[index]
+    used = 0
+    for index, count in enumerate(counts):
         if count == 0:
             result.append(timing(index, cursor, cursor, True))
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.metadata
 import importlib.resources
@@ -125,8 +126,8 @@ class Catalog:
         status = self.status(name)
         if status.path is None:
             return [f"missing: {self.fetch_hint(status.spec)}"]
-        if status.source == "wheel":
-            return _verify_wheel(status.spec.wheel, status.path)  # type: ignore[arg-type]
+        if status.spec.wheel is not None and status.source == "wheel":
+            return _verify_wheel(status.spec.wheel, status.path)
         return _verify_fetched(self.models_dir / name)
 
 
@@ -184,12 +185,16 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def sha256_of(path: Path) -> str:
+def _sha256(path: Path) -> hashlib._Hash:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return digest
+
+
+def sha256_of(path: Path) -> str:
+    return _sha256(path).hexdigest()
 
 
 HASHES_FILE = ".sha256"
@@ -212,8 +217,6 @@ def _verify_fetched(model_dir: Path) -> list[str]:
 
 def _verify_wheel(wheel: WheelSource, path: Path) -> list[str]:
     """Check the wheel's files under `path` against the sha256s in its RECORD."""
-    import base64
-
     distribution = _distribution_of(wheel.package)
     if distribution is None:
         return [f"cannot find the installed distribution of {wheel.package}"]
@@ -224,8 +227,7 @@ def _verify_wheel(wheel: WheelSource, path: Path) -> list[str]:
         if file.hash is None or not (located == path or path in located.parents):
             continue
         expected = file.hash.value
-        actual = base64.urlsafe_b64encode(
-            hashlib.sha256(located.read_bytes()).digest()).rstrip(b"=").decode()
+        actual = base64.urlsafe_b64encode(_sha256(located).digest()).rstrip(b"=").decode()
         checked += 1
         if actual != expected:
             problems.append(f"{located}: sha256 differs from the wheel's RECORD")

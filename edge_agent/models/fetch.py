@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from edge_agent.errors import ModelFetchError
-from edge_agent.models.catalog import HASHES_FILE, Catalog, Download, ModelSpec, sha256_of
+from edge_agent.models.catalog import HASHES_FILE, Catalog, Download, sha256_of
 
 ProgressFn = Callable[[str, int, int, float], None]
 
@@ -33,13 +33,13 @@ def fetch_model(catalog: Catalog, name: str, progress: ProgressFn | None = None,
     model_dir = catalog.models_dir / spec.name
     model_dir.mkdir(parents=True, exist_ok=True)
     for download in spec.downloads:
-        _fetch_one(download, model_dir, spec, progress, timeout)
-    _write_hash_record(model_dir, spec)
+        _fetch_one(download, model_dir, progress, timeout)
+    _write_hash_record(model_dir)
     return catalog.fetched_path(spec)
 
 
-def _fetch_one(download: Download, model_dir: Path, spec: ModelSpec,
-               progress: ProgressFn | None, timeout: float) -> None:
+def _fetch_one(download: Download, model_dir: Path, progress: ProgressFn | None,
+               timeout: float) -> None:
     final = model_dir / download.save_as
     if final.exists():
         return
@@ -124,7 +124,7 @@ def _extract(archive: Path, member: str, final: Path) -> None:
         raise ModelFetchError(f"{archive.name} is not a valid zip archive: {exc}") from None
 
 
-def _write_hash_record(model_dir: Path, spec: ModelSpec) -> None:
+def _write_hash_record(model_dir: Path) -> None:
     lines = []
     for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
         relative = path.relative_to(model_dir)
