@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.audio.pcm import resample
+from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
 from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.config import Config
@@ -71,13 +72,24 @@ def build_engines(config: Config, replies: Sequence[str] | None = None,
             seed=config.llm.seed)
         llm_name = f"llama.cpp ({paths['llm'].name})"
     voice = paths["tts"]
-    voice_config = voice.with_name(voice.name + ".json")
-    tts = PiperSpeech(voice, voice_config if voice_config.exists() else None,
-                      config.tts.length_scale)
+    tts = _piper(config, voice)
     engines = Engines(vad=SileroVad(paths["vad"]), stt=stt, llm=llm, tts=tts)
     names = {"vad": f"silero ({paths['vad'].name})", "stt": config.stt_engine, "llm": llm_name,
              "tts": f"piper ({voice.name})"}
     return engines, names
+
+
+def _piper(config: Config, voice: Path) -> PiperSpeech:
+    voice_config = voice.with_name(voice.name + ".json")
+    return PiperSpeech(voice, voice_config if voice_config.exists() else None,
+                       config.tts.length_scale)
+
+
+def load_voice(config: Config, catalog: Catalog | None = None) -> PiperSpeech:
+    """Only the configured Piper voice (for tools that need no other engine)."""
+    catalog = catalog or load_catalog(config.models_dir)
+    [use] = [use for use in config.models_in_use(with_llm=False) if use.kind == "tts"]
+    return _piper(config, catalog.resolve(use.reference, use.kind, use.key, config.source))
 
 
 def conversation_settings(config: Config, greeting: str | None = None) -> ConversationSettings:
@@ -103,23 +115,27 @@ async def _print_events(log: EventLog, printer: Printer) -> None:
 
 
 async def run_demo(config: Config, call: CallScript, printer: Printer = print,
-                   clock: Clock | None = None, max_seconds: float = 300.0) -> dict[str, Any]:
-    """A whole call through the real engines on the virtual audio pair; returns the record."""
+                   clock: Clock | None = None, max_seconds: float = 300.0,
+                   audio_dir: Path | None = None) -> dict[str, Any]:
+    """A whole call through the real engines on the virtual audio pair; returns the record.
+    With `audio_dir`, each unit's played audio is written there as `<unit_id>.wav`."""
     clock = clock or MonotonicClock()
     engines, names = await asyncio.to_thread(build_engines, config, call.replies)
     mic = VirtualMicrophone(clock)
     lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
     speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
     log = EventLog(clock)
+    unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
     conversation = Conversation(mic=mic, speaker=speaker, engines=engines,
-                                settings=conversation_settings(config, call.greeting), log=log)
+                                settings=conversation_settings(config, call.greeting), log=log,
+                                unit_audio=unit_audio)
     caller = ScriptedCaller(clock, mic, log, lines)
 
     async def call_then_idle(talking: asyncio.Task[None]) -> None:
         await _until_first(talking, caller.run(), clock, max_seconds)
         await _until_first(talking, _idle(conversation, log, clock), clock, max_seconds)
 
-    return await _session(conversation, log, names, printer, call_then_idle)
+    return await _session(conversation, log, names, printer, call_then_idle, unit_audio)
 
 
 def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
@@ -128,8 +144,8 @@ def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[
 
 
 async def _session(conversation: Conversation, log: EventLog, names: dict[str, str],
-                   printer: Printer, hold: Callable[[asyncio.Task[None]], Awaitable[None]]
-                   ) -> dict[str, Any]:
+                   printer: Printer, hold: Callable[[asyncio.Task[None]], Awaitable[None]],
+                   unit_audio: UnitAudioWriter | None) -> dict[str, Any]:
     """Converse while `hold` runs, then stop (finalizing what is open) and make the record."""
     printing = asyncio.create_task(_print_events(log, printer))
     talking = asyncio.create_task(conversation.run())
@@ -140,6 +156,9 @@ async def _session(conversation: Conversation, log: EventLog, names: dict[str, s
         with contextlib.suppress(asyncio.CancelledError):
             await talking
         printing.cancel()
+        if unit_audio is not None:
+            written = await asyncio.to_thread(unit_audio.close)
+            printer(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
     return session_record(uuid.uuid4().hex[:12], conversation.history, log, names)
 
 
@@ -176,7 +195,8 @@ async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None
 
 
 async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print,
-                   max_seconds: float | None = None) -> dict[str, Any]:
+                   max_seconds: float | None = None, audio_dir: Path | None = None
+                   ) -> dict[str, Any]:
     """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass)."""
     from edge_agent.audio.pyaudio_io import (
         PyAudioMicrophone,
@@ -194,15 +214,17 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         mic = PyAudioMicrophone(pa, in_dev)
         speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
         log = EventLog(clock)
+        unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         conversation = Conversation(mic=mic, speaker=speaker, engines=engines,
-                                    settings=conversation_settings(config), log=log)
+                                    settings=conversation_settings(config), log=log,
+                                    unit_audio=unit_audio)
 
         async def until_stopped(talking: asyncio.Task[None]) -> None:
             printer("edge-agent: listening (Ctrl-C to stop)")
             await _until_first(talking, stop.wait(), clock, max_seconds)
 
         try:
-            return await _session(conversation, log, names, printer, until_stopped)
+            return await _session(conversation, log, names, printer, until_stopped, unit_audio)
         finally:
             speaker.close()
     finally:

@@ -12,7 +12,7 @@ from typing import Any
 
 from edge_agent import __version__
 from edge_agent.config import Config, load_config
-from edge_agent.errors import EdgeAgentError
+from edge_agent.errors import EdgeAgentError, OutputError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,10 +28,24 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="a whole scripted call, offline, no sound card needed")
     demo.add_argument("--call", type=Path, help="call file (TOML); default: the built-in call")
     demo.add_argument("--json", type=Path, help="write the session record here")
+    demo.add_argument("--audio-dir", type=Path,
+                      help="write each unit's audio, as far as it was played, to DIR/<unit_id>.wav")
 
     run = commands.add_parser("run", help="the live agent on the microphone and speaker")
     run.add_argument("--json", type=Path, help="write the session record here on exit")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--audio-dir", type=Path,
+                     help="write each unit's audio, as far as it was played, to DIR/<unit_id>.wav")
+
+    bench = commands.add_parser("bench", help="benchmarks: measure, print a table, write JSON")
+    benchmarks = bench.add_subparsers(dest="benchmark", required=True)
+    heard = benchmarks.add_parser(
+        "heard", help="played position and heard words against the recorded output "
+                      "(starts a private PulseAudio server)")
+    heard.add_argument("--runs", type=_positive_int, default=50, help="barge-ins (default 50)")
+    heard.add_argument("--seed", type=int, default=1, help="random seed for the cut times")
+    heard.add_argument("--json", type=Path, default=Path("bench-heard.json"),
+                       help="results file (default: bench-heard.json)")
 
     models = commands.add_parser("models", help="list, fetch and verify models")
     actions = models.add_subparsers(dest="action", required=True)
@@ -54,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             return _demo(config, args)
         if args.command == "run":
             return _run(config, args)
+        if args.command == "bench":
+            return _bench_heard(config, args)
         return _models(config, args)
     except EdgeAgentError as exc:
         print(f"edge-agent: error: {exc}", file=sys.stderr)
@@ -65,9 +81,16 @@ def main(argv: list[str] | None = None) -> int:
 def _write_record(record: dict[str, Any], path: Path | None) -> None:
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _write_json(record, path)
     print(f"session record: {path}")
+
+
+def _write_json(data: dict[str, Any], path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(path, exc) from None
 
 
 def _demo(config: Config, args: argparse.Namespace) -> int:
@@ -76,7 +99,8 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
 
     call = load_call(args.call)
     print(f"edge-agent demo: {call.source} ({len(call.lines)} caller lines); loading models...")
-    record = asyncio.run(run_demo(config, call, printer=lambda line: print(line, flush=True)))
+    record = asyncio.run(run_demo(config, call, printer=lambda line: print(line, flush=True),
+                                  audio_dir=args.audio_dir))
     _write_record(record, args.json)
     return 0
 
@@ -91,10 +115,39 @@ def _run(config: Config, args: argparse.Namespace) -> int:
             loop.add_signal_handler(signum, stop.set)
         print("edge-agent: loading models and opening audio devices...", flush=True)
         return await run_live(config, stop, printer=lambda line: print(line, flush=True),
-                              max_seconds=args.duration)
+                              max_seconds=args.duration, audio_dir=args.audio_dir)
 
     record = asyncio.run(live())
     _write_record(record, args.json)
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _bench_heard(config: Config, args: argparse.Namespace) -> int:
+    from edge_agent.app import load_voice
+    from edge_agent.bench.heard import report, run_trials, table
+    from edge_agent.heard.truncation import HeardPolicy
+
+    policy = HeardPolicy(config.heard.policy)
+    voice = load_voice(config)
+
+    def progress(trial: Any) -> None:
+        mark = "ok" if trial.words_exact else "WORDS DIFFER"
+        print(f"  cut at {trial.cut_after_ms:7.1f} ms: error {trial.error_ms:+6.2f} ms, "
+              f"stop {trial.stop_ms:5.2f} ms, {mark}", flush=True)
+
+    print(f"edge-agent bench heard: {args.runs} barge-ins (seed {args.seed})", flush=True)
+    result = report(run_trials(voice, args.runs, args.seed, policy, progress=progress),
+                    args.seed, policy)
+    _write_json(result, args.json)
+    print(table(result))
+    print(f"results: {args.json}")
     return 0
 
 

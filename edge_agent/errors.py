@@ -50,3 +50,14 @@ class EngineError(EdgeAgentError):
     """An engine failed to load or to run."""
 
     exit_code = 6
+
+
+class OutputError(EdgeAgentError):
+    """A file the user asked for (session record, unit audio, benchmark results) cannot be
+    written."""
+
+    exit_code = 7
+
+    def __init__(self, path: object, reason: object) -> None:
+        super().__init__(f"cannot write {path}: {reason}. Check that the directory exists, is "
+                         "writable and has free space, or pass another path")

@@ -1,9 +1,9 @@
 """PyAudio capture and playback on real devices (ALSA, PulseAudio, PipeWire).
 
 Capture runs in callback mode and hands frames to the loop with `call_soon_threadsafe`.
-Playback runs in blocking mode on its own thread that only writes what fits, so no PortAudio
-call ever blocks; the played cursor is written − (write space at open − write space now),
-which counts what reached the DAC and not what is still queued (see FIELD-NOTES).
+Playback runs in callback mode, always (silence when idle): the played cursor comes from
+`output_buffer_dac_time` and the stream clock, so it counts what reached the DAC and not what
+is still queued; measured against the recorded output in FIELD-NOTES and tests.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import contextlib
 import os
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.clock import Clock
@@ -111,7 +111,14 @@ class PyAudioMicrophone:
 
 
 class PyAudioSpeaker:
-    """Blocking-mode output owned by one writer thread; `interrupt` aborts with no tail."""
+    """Callback-mode output that always runs (silence when idle), with a DAC-time cursor.
+
+    Each callback notes how many device frames were handed out before it and when the first
+    frame of its buffer reaches the DAC (`output_buffer_dac_time`); the device position at any
+    later moment follows from the stream clock. Written audio occupies known runs of device
+    frames, so that position maps to audio frames played (underrun silence is not a frame).
+    `interrupt` aborts the stream (no tail) and restarts it empty.
+    """
 
     def __init__(self, pa: Any, device: int, sample_rate: int, clock: Clock) -> None:
         import pyaudio
@@ -119,93 +126,117 @@ class PyAudioSpeaker:
         self.sample_rate = sample_rate
         self._clock = clock
         self._lock = threading.Lock()
+        self._queue: deque[bytes] = deque()
+        self._queued = 0  # audio frames written, not yet handed to PortAudio
+        self._audio_out = 0  # audio frames handed to PortAudio (or played, after a restart)
+        self._device_out = 0  # device frames handed out since the last (re)start, incl. silence
+        self._runs: deque[_Run] = deque()  # audio runs handed out since the last (re)start
+        self._restart_audio = 0  # audio frames played when the stream last (re)started
+        self._anchor: tuple[int, float] | None = None  # (device frames before, DAC time)
+        self._continue = pyaudio.paContinue
         try:
             self._stream = pa.open(format=pyaudio.paInt16, channels=1, rate=sample_rate,
                                    output=True, output_device_index=device,
-                                   frames_per_buffer=_PERIOD)
+                                   frames_per_buffer=_PERIOD, stream_callback=self._fill)
         except OSError as exc:
             raise AudioDeviceError(f"cannot open output device {device}: {exc}") from None
-        self._capacity: int = self._stream.get_write_available()
-        self._queue: deque[bytes] = deque()
-        self._written = 0  # frames handed to PortAudio since the (re)start
-        self._base = 0  # device frames played before the last restart
-        self._queued_frames = 0
-        self._closed = False
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._pump, name="speaker", daemon=True)
-        self._thread.start()
 
     def write(self, pcm: bytes) -> int:
         with self._lock:
-            start = self._base + self._written + self._queued_frames
+            start = self._audio_out + self._queued
             self._queue.append(pcm)
-            self._queued_frames += len(pcm) // 2
-        self._wake.set()
+            self._queued += len(pcm) // 2
         return start
 
     def played_frames(self) -> int:
         with self._lock:
-            return self._base + self._played_locked()
-
-    def _written_frames(self) -> int:
-        with self._lock:
-            return self._base + self._written + self._queued_frames
-
-    def _device_queue(self) -> int:
-        available: int = self._stream.get_write_available()
-        return self._capacity - available
+            return self._played_locked()
 
     async def wait_played(self, frame: int) -> None:
-        while self.played_frames() < min(frame, self._written_frames()):
+        while True:
+            with self._lock:
+                played = self._played_locked()
+                target = min(frame, self._audio_out + self._queued)
+            if played >= target:
+                return
             await self._clock.sleep(0.005)
 
     def interrupt(self) -> int:
+        import pyaudio
+
         with self._lock:
             played = self._played_locked()
-            self._stream.stop_stream()  # blocking mode: stops with no tail
+            # abort, not stop: stop lets 11-16 ms more play in callback mode (FIELD-NOTES).
+            pyaudio._portaudio.abort_stream(self._stream._stream)
+            self._stream._is_running = False
             self._queue.clear()
-            self._queued_frames = 0
-            self._base += played
-            self._written = 0
-            self._stream.start_stream()
-            self._capacity = self._stream.get_write_available()
-            return self._base
+            self._queued = 0
+            self._audio_out = self._restart_audio = played
+            self._device_out = 0
+            self._runs.clear()
+            self._anchor = None
+        self._stream.start_stream()
+        return played
 
     def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-        self._thread.join(timeout=1)
-        with self._lock, contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):
             self._stream.stop_stream()
-            self._stream.close()
+        self._stream.close()
 
     def _played_locked(self) -> int:
-        if not self._written:
-            return 0
-        queued_in_device = self._device_queue()
-        return max(0, self._written - max(0, queued_in_device))
+        if self._anchor is None or not self._runs:
+            return self._restart_audio
+        handed_before, dac_time = self._anchor
+        position = handed_before + (self._stream.get_time() - dac_time) * self.sample_rate
+        while len(self._runs) > 1 and self._runs[1].device_start <= position:
+            self._runs.popleft()
+        run = self._runs[0]
+        inside = min(run.frames, max(0, int(position) - run.device_start))
+        return run.audio_start + inside
 
-    def _pump(self) -> None:
-        while not self._closed:
-            wrote = False
-            with self._lock:
-                if self._queue:
-                    room = self._stream.get_write_available()
-                    if room >= _PERIOD // 2:
-                        chunk = self._queue[0]
-                        take = min(len(chunk) // 2, room)
-                        self._stream.write(chunk[: take * 2], take,
-                                           exception_on_underflow=False)
-                        self._written += take
-                        self._queued_frames -= take
-                        if take * 2 >= len(chunk):
-                            self._queue.popleft()
-                        else:
-                            self._queue[0] = chunk[take * 2 :]
-                        wrote = True
-            if not wrote:
-                if not self._queue:
-                    self._wake.wait(0.05)
-                    self._wake.clear()
+    def _fill(self, in_data: None, frame_count: int, time_info: dict[str, float],
+              status: int) -> tuple[bytes, int]:
+        with self._lock:
+            dac_time = time_info.get("output_buffer_dac_time") or self._dac_fallback(time_info)
+            self._anchor = (self._device_out, dac_time)
+            out = bytearray()
+            while self._queue and len(out) < frame_count * 2:
+                chunk = self._queue[0]
+                take = min(len(chunk), frame_count * 2 - len(out))
+                out += chunk[:take]
+                if take == len(chunk):
+                    self._queue.popleft()
                 else:
-                    time.sleep(0.003)
+                    self._queue[0] = chunk[take:]
+            audio = len(out) // 2
+            if audio:
+                self._add_run(audio)
+            self._queued -= audio
+            self._audio_out += audio
+            self._device_out += frame_count
+            out += bytes(frame_count * 2 - len(out))
+        return bytes(out), self._continue
+
+    def _dac_fallback(self, time_info: dict[str, float]) -> float:
+        """A host API that reports no DAC time: assume the stream's nominal output latency."""
+        stream = getattr(self, "_stream", None)
+        latency = stream.get_output_latency() if stream is not None else 0.0
+        return time_info["current_time"] + float(latency)
+
+    def _add_run(self, frames: int) -> None:
+        last = self._runs[-1] if self._runs else None
+        if last is not None and last.device_start + last.frames == self._device_out:
+            last.frames += frames
+        else:
+            self._runs.append(_Run(self._device_out, self._audio_out, frames))
+
+
+@dataclass
+class _Run:
+    """Audio frames handed to the device back to back."""
+
+    device_start: int
+    """Device frame (since the stream's last start) of the run's first audio frame."""
+    audio_start: int
+    """Audio frame number of that frame."""
+    frames: int

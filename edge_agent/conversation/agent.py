@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from edge_agent.audio.device import Microphone, Speaker
+from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.conversation.clauses import ClauseSplitter
 from edge_agent.conversation.segmenter import Boundary, SegmenterSettings, SpeechSegmenter
 from edge_agent.engines.base import (
@@ -73,6 +74,7 @@ class Conversation:
         log: EventLog,
         history: History | None = None,
         owner: Callable[[str], Owner] = OwnerThread,
+        unit_audio: UnitAudioWriter | None = None,
     ) -> None:
         self._mic = mic
         self._speaker = speaker
@@ -81,6 +83,7 @@ class Conversation:
         self._log = log
         self.history = history or History()
         self._ledger = UnitLedger(settings.heard_policy)
+        self._unit_audio = unit_audio
         self._stt_thread = owner("stt")
         self._llm_thread = owner("llm")
         self._tts_thread = owner("tts")
@@ -199,6 +202,8 @@ class Conversation:
                     audio = await self._tts_thread.call(self._engines.tts.synthesize, clause)
                     unit.add_audio(audio.samples, audio.words, text_start, text_end)
                     device_frame = self._speaker.write(audio.pcm)
+                    if self._unit_audio is not None:
+                        self._unit_audio.add(unit.unit_id, audio.pcm)
                     if unit.device_start is None:
                         unit.device_start = device_frame
                         tasks.create_task(self._announce_playback(unit, device_frame))
@@ -240,6 +245,8 @@ class Conversation:
         for finalize in finalizes:
             self.history.add_finalize(finalize)
             self._log.publish(UnitFinalized(finalize))
+            if self._unit_audio is not None:
+                self._unit_audio.finish(finalize)
 
 
 async def _pieces_of(text: str) -> AsyncIterator[str]:

@@ -1,11 +1,11 @@
-"""A private PulseAudio server with virtual devices, for tests that need real audio I/O.
+"""A private PulseAudio server with virtual devices: real audio I/O for tests and benchmarks.
 
 No sound card, D-Bus or systemd is needed: the server runs as the current user (root too) in
 per-user mode with a generated script (`-n -F`), a private runtime dir and socket under a temp
 dir, and is killed at the end. See FIELD-NOTES "A real audio stack without a sound card".
 
 Devices:
-- `speaker`  null sink, the default sink (the agent's output). `speaker.monitor` records
+- `speaker`  null sink at 22.05 kHz mono, the default sink (the agent's output). `speaker.monitor` records
              exactly what was played (`record()`).
 - `micsink`  null sink at 16 kHz mono; `mic` (a remap of `micsink.monitor`) is the default
              source, i.e. the virtual microphone. Feed it with `play(wav)` (`paplay -d micsink`):
@@ -33,17 +33,20 @@ import signal
 import subprocess
 import tempfile
 import time
-import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SYSTEM_ALSA_CONF = Path("/usr/share/alsa/alsa.conf")
 MIC_RATE = 16000
+SPEAKER_RATE = 22050
+"""The Piper medium voices' rate: the agent's audio reaches the sink unresampled, so the monitor
+records it bit for bit."""
 
 _SCRIPT = """\
 load-module module-native-protocol-unix auth-anonymous=1 socket={socket}
-load-module module-null-sink sink_name=speaker sink_properties=device.description=speaker
+load-module module-null-sink sink_name=speaker rate={speaker_rate} channels=1 format=s16le \
+sink_properties=device.description=speaker
 load-module module-null-sink sink_name=micsink rate={mic_rate} channels=1 format=s16le \
 sink_properties=device.description=micsink
 load-module module-remap-source master=micsink.monitor source_name=mic \
@@ -186,18 +189,6 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5) -> None:
         proc.stderr.close()
 
 
-def read_raw(path: Path) -> bytes:
-    return path.read_bytes()
-
-
-def write_wav(path: Path, pcm: bytes, rate: int) -> None:
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(rate)
-        wav.writeframes(pcm)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -246,7 +237,7 @@ def client_env(root: Path, base: dict[str, str] | None = None) -> dict[str, str]
     return env
 
 
-def start(root: Path, timeout: float = 20) -> PulseServer:
+def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE) -> PulseServer:
     """Start the server with its runtime under `root` (an existing, empty directory)."""
     check_tools()
     runtime = root / "runtime"
@@ -255,7 +246,8 @@ def start(root: Path, timeout: float = 20) -> PulseServer:
     (root / "client.conf").write_text("autospawn = no\n")
     (root / "asound.conf").write_text(_ALSA.format(system=SYSTEM_ALSA_CONF))
     script = root / "test.pa"
-    script.write_text(_SCRIPT.format(socket=runtime / "native", mic_rate=MIC_RATE))
+    script.write_text(_SCRIPT.format(socket=runtime / "native", mic_rate=MIC_RATE,
+                                    speaker_rate=speaker_rate))
     env = client_env(root)
     server = PulseServer(root=root, env=env)
     cmd = ["pulseaudio", "-n", "-F", str(script), "--daemonize=yes", "--exit-idle-time=-1",
@@ -291,14 +283,14 @@ def start(root: Path, timeout: float = 20) -> PulseServer:
 
 
 @contextlib.contextmanager
-def pulse_server() -> Iterator[PulseServer]:
+def pulse_server(speaker_rate: int = SPEAKER_RATE) -> Iterator[PulseServer]:
     """A running private PulseAudio server; killed (and its temp dir removed) on exit.
     Raises PulseUnavailable with the reason when it cannot be started."""
     # Short path: the unix socket path must fit in sockaddr_un (108 bytes).
     root = Path(tempfile.mkdtemp(prefix="ea-pulse-"))
     server = None
     try:
-        server = start(root)
+        server = start(root, speaker_rate=speaker_rate)
         yield server
     finally:
         if server is not None:

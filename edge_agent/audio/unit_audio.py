@@ -1,0 +1,52 @@
+"""`--audio-dir`: each unit's audio exactly as it reached the device, one WAV per unit."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from edge_agent.audio.pcm import write_wav
+from edge_agent.errors import OutputError
+from edge_agent.heard.ledger import Finalize
+
+
+class UnitAudioWriter:
+    """Keeps what each open unit sent to the speaker; at its Finalize, writes `<unit_id>.wav`
+    holding the first `played_samples` of it, i.e. ending where playback stopped.
+
+    Files are written on the writer's own thread, so the loop never waits on the disk.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(directory, exc) from None
+        self.directory = directory
+        self._audio: dict[str, bytearray] = {}
+        self._disk = ThreadPoolExecutor(max_workers=1, thread_name_prefix="unit-audio")
+        self._pending: list[Future[Path]] = []
+
+    def add(self, unit_id: str, pcm: bytes) -> None:
+        """`pcm` was just written to the speaker for `unit_id`, after what came before."""
+        self._audio.setdefault(unit_id, bytearray()).extend(pcm)
+
+    def finish(self, finalize: Finalize) -> None:
+        """Write the unit's played audio (an empty WAV when nothing of it was played)."""
+        audio = bytes(self._audio.pop(finalize.unit_id, b"")[: 2 * finalize.played_samples])
+        path = self.directory / f"{finalize.unit_id}.wav"
+        rate = finalize.sample_rate or 16000
+        self._pending.append(self._disk.submit(_write, path, audio, rate))
+
+    def close(self) -> list[Path]:
+        """Wait for every file; returns their paths. A write that failed raises here."""
+        self._disk.shutdown(wait=True)
+        return [job.result() for job in self._pending]
+
+
+def _write(path: Path, pcm: bytes, rate: int) -> Path:
+    try:
+        write_wav(path, pcm, rate)
+    except OSError as exc:
+        raise OutputError(path, exc) from None
+    return path
