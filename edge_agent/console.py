@@ -7,6 +7,7 @@ from edge_agent.events import (
     CallerSpoke,
     LoggedEvent,
     Notice,
+    ToolUsed,
     TurnDropped,
     UnitFinalized,
     UserTurn,
@@ -32,6 +33,8 @@ def describe(entry: LoggedEvent) -> str | None:
             return f"{stamp} agent said    : {f.heard}"
         return (f"{stamp} agent was cut : {f.heard!r} heard of {f.generated!r} "
                 f"({f.played_ms} ms played)")
+    if isinstance(event, ToolUsed):
+        return f"{stamp} tool          : {event.call.name}({event.call.arguments}) -> {event.result}"
     if isinstance(event, Notice):
         return f"{stamp} note: {event.text}"
     return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.clock import Clock
+from edge_agent.engines.base import ToolCall
 from edge_agent.heard.ledger import Finalize
 
 
@@ -77,10 +78,24 @@ class UnitFinalized:
 class LlmRequest:
     """Messages sent to the language model, exactly."""
 
-    unit_id: str
-    """The unit the request's reply opens."""
-    messages: tuple[dict[str, str], ...]
+    turn: int
+    """Which user turn this answers (1 = the first)."""
+    hop: int
+    """1 for the reply's first request; one more after each round of tool calls."""
+    messages: tuple[dict[str, Any], ...]
     """The chat messages, in order."""
+
+
+@dataclass(frozen=True)
+class ToolUsed:
+    """A tool ran for the model; the call and its result are in history from now on."""
+
+    turn: int
+    """Which user turn's reply called it."""
+    call: ToolCall
+    """The call as the model made it."""
+    result: str
+    """What the tool returned (`error: ...` when it could not run)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +116,7 @@ class Notice:
 
 Event = (
     UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
-    | UnitFinalized | LlmRequest | CallerSpoke | Notice
+    | UnitFinalized | LlmRequest | ToolUsed | CallerSpoke | Notice
 )
 
 

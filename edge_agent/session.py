@@ -6,7 +6,7 @@ from typing import Any
 
 from edge_agent.events import EventLog, LlmRequest, UnitFinalized
 from edge_agent.heard.ledger import Finalize
-from edge_agent.memory.history import History
+from edge_agent.memory.history import History, Turn
 
 
 def unit_record(finalize: Finalize) -> dict[str, Any]:
@@ -30,21 +30,26 @@ def unit_record(finalize: Finalize) -> dict[str, Any]:
     }
 
 
+def _turn_record(turn: Turn) -> dict[str, Any]:
+    if turn.tool_call is not None:
+        return {"role": "tool", "name": turn.tool_call.name,
+                "arguments": turn.tool_call.arguments, "result": turn.text}
+    if turn.role == "assistant":
+        return {"role": "assistant", "text": turn.text, "generated": turn.generated,
+                "unit_id": turn.unit_id, "interrupted": turn.interrupted}
+    return {"role": turn.role, "text": turn.text}
+
+
 def session_record(session_id: str, history: History, log: EventLog,
                    engines: dict[str, str]) -> dict[str, Any]:
     return {
         "session_id": session_id,
         "engines": engines,
-        "turns": [
-            {"role": t.role, "text": t.text,
-             **({"generated": t.generated, "unit_id": t.unit_id, "interrupted": t.interrupted}
-                if t.role == "assistant" else {})}
-            for t in history.turns
-        ],
+        "turns": [_turn_record(t) for t in history.turns],
         "units": [unit_record(e.event.finalize)
                   for e in log.entries if isinstance(e.event, UnitFinalized)],
         "llm_requests": [
-            {"unit_id": e.event.unit_id, "messages": list(e.event.messages)}
+            {"turn": e.event.turn, "hop": e.event.hop, "messages": list(e.event.messages)}
             for e in log.entries if isinstance(e.event, LlmRequest)
         ],
         "events": [e.to_json() for e in log.entries if not isinstance(e.event, LlmRequest)],

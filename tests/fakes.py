@@ -10,7 +10,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from edge_agent.clock import VirtualClock
-from edge_agent.engines.base import ChatMessage, RecognizedWord, SpeechAudio, Transcript
+from edge_agent.engines.base import (
+    ChatMessage,
+    RecognizedWord,
+    SpeechAudio,
+    ToolCall,
+    ToolSpec,
+    Transcript,
+)
 from edge_agent.heard.timings import WordTiming, tokenize
 
 T = TypeVar("T")
@@ -56,17 +63,28 @@ class FakeRecognizer:
         return Transcript(text, words)
 
 
-class FakeLanguageModel:
-    """Replies from a list; records every request."""
+Reply = str | Sequence[str | ToolCall]
+"""A scripted reply: text, or text pieces and tool calls in the order the model emits them."""
 
-    def __init__(self, replies: Sequence[str]) -> None:
+
+class FakeLanguageModel:
+    """Replies (one per request) from a list; records every request and the tools offered."""
+
+    def __init__(self, replies: Sequence[Reply]) -> None:
         self._replies = list(replies)
         self.requests: list[list[ChatMessage]] = []
+        self.tools_offered: list[list[ToolSpec]] = []
 
-    def stream(self, messages: list[ChatMessage]) -> Iterator[str]:
+    def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+               ) -> Iterator[str | ToolCall]:
         self.requests.append([dict(m) for m in messages])
+        self.tools_offered.append(list(tools))
         reply = self._replies.pop(0) if self._replies else ""
-        yield from re.findall(r"\S+\s*", reply)
+        for part in [reply] if isinstance(reply, str) else reply:
+            if isinstance(part, ToolCall):
+                yield part
+            else:
+                yield from re.findall(r"\S+\s*", part)
 
 
 class FakeSpeech:

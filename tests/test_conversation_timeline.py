@@ -2,86 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import pytest
-
-from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
-from edge_agent.clock import VirtualClock
-from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
-from edge_agent.conversation.segmenter import SegmenterSettings
-from edge_agent.events import (
-    BargeIn,
-    Event,
-    EventLog,
-    Notice,
-    PlaybackStarted,
-    TurnDropped,
-    UnitFinalized,
-)
-from edge_agent.owner import Owner
-from tests.fakes import (
-    FakeLanguageModel,
-    FakeRecognizer,
-    FakeSpeech,
-    FakeVad,
-    InlineOwner,
-    speech,
-)
+from edge_agent.events import BargeIn, Notice, PlaybackStarted, TurnDropped, UnitFinalized
+from tests.fakes import speech
+from tests.timeline import Harness, stop
 
 REPLY = "We have three tables free tonight. One at 7 PM, one at 8 PM."
-
-
-@dataclass
-class Harness:
-    transcripts: list[str]
-    replies: list[str]
-    greeting: str = "Hello there."
-    tts_delay: float = 0.0
-    clock: VirtualClock = field(default_factory=VirtualClock)
-
-    def __post_init__(self) -> None:
-        self.mic = VirtualMicrophone(self.clock)
-        self.speaker = VirtualSpeaker(self.clock, 16000)
-        self.llm = FakeLanguageModel(self.replies)
-        self.log = EventLog(self.clock)
-        settings = ConversationSettings(
-            system_prompt="SYSTEM",
-            greeting=self.greeting,
-            segmenter=SegmenterSettings(threshold=0.5, min_speech_ms=96, end_silence_ms=320),
-            barge_in_min_ms=200,
-        )
-        engines = Engines(FakeVad(), FakeRecognizer(self.transcripts), self.llm, FakeSpeech())
-
-        def owner(name: str) -> Owner:
-            delay = self.tts_delay if name == "tts" else 0.0
-            return InlineOwner(name, self.clock, delay)
-
-        self.conversation = Conversation(mic=self.mic, speaker=self.speaker, engines=engines,
-                                         settings=settings, log=self.log, owner=owner)
-
-    async def start(self) -> asyncio.Task[None]:
-        return asyncio.create_task(self.conversation.run())
-
-    async def run_until(self, condition: Callable[[], bool], limit: float = 30.0) -> None:
-        deadline = self.clock.now() + limit
-        while not condition():
-            assert self.clock.now() < deadline, "condition not reached in virtual time"
-            await self.clock.advance(0.01)
-
-    def events(self, kind: type[Event]) -> list[Event]:
-        return [e.event for e in self.log.entries if isinstance(e.event, kind)]
-
-    def at(self, kind: type[Event]) -> list[float]:
-        return [e.at for e in self.log.entries if isinstance(e.event, kind)]
-
-
-async def _stop(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
 
 
 async def test_barge_in_keeps_only_the_heard_words_and_marks_the_prompt() -> None:
@@ -104,7 +29,7 @@ async def test_barge_in_keeps_only_the_heard_words_and_marks_the_prompt() -> Non
     assert cut.heard == "We have three"
     await h.run_until(lambda: len(h.llm.requests) == 2)
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 3)
-    await _stop(task)
+    await stop(task)
     second_prompt = h.llm.requests[1]
     assert second_prompt == [
         {"role": "system", "content": "SYSTEM"},
@@ -132,7 +57,7 @@ async def test_unit_never_played_leaves_no_assistant_turn_and_user_commits_join(
     assert never.heard == ""
     assert never.played_samples == 0
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)
-    await _stop(task)
+    await stop(task)
     turns = [(t.role, t.text) for t in h.conversation.history.turns]
     assert turns == [("user", "i want a table for two"), ("assistant", "Okay.")]
     assert h.llm.requests[1][-1] == {"role": "user", "content": "i want a table for two"}
@@ -144,7 +69,7 @@ async def test_speech_with_no_transcript_is_dropped_not_answered() -> None:
     h.mic.say(speech(0.4))
     await h.run_until(lambda: len(h.events(TurnDropped)) == 1)
     await h.clock.advance(2.0)
-    await _stop(task)
+    await stop(task)
     assert h.llm.requests == []
     assert h.events(UnitFinalized) == []
     assert h.conversation.history.turns == []
@@ -156,7 +81,7 @@ async def test_short_noise_does_not_start_a_turn_or_interrupt() -> None:
     await h.run_until(lambda: len(h.events(PlaybackStarted)) == 1)
     h.mic.say(speech(0.05))  # a click: shorter than min_speech_ms
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
-    await _stop(task)
+    await stop(task)
     greeting = h.events(UnitFinalized)[0].finalize  # type: ignore[attr-defined]
     assert greeting.heard == greeting.generated
     assert h.events(BargeIn) == []
@@ -167,7 +92,7 @@ async def test_empty_reply_finalizes_empty_and_adds_no_turn() -> None:
     task = await h.start()
     h.mic.say(speech(0.5))
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
-    await _stop(task)
+    await stop(task)
     empty = h.events(UnitFinalized)[0].finalize  # type: ignore[attr-defined]
     assert (empty.generated, empty.heard) == ("", "")
     assert [t.role for t in h.conversation.history.turns] == ["user"]
@@ -179,7 +104,7 @@ async def test_stopping_mid_reply_finalizes_at_the_played_position() -> None:
     task = await h.start()
     await h.run_until(lambda: len(h.events(PlaybackStarted)) == 1)
     await h.clock.advance(0.75)  # words end at 300 and 700 ms
-    await _stop(task)
+    await stop(task)
     (finalize,) = [e.finalize for e in h.events(UnitFinalized)]  # type: ignore[attr-defined]
     assert finalize.heard == "Alpha beta"
     assert h.conversation.history.turns[0].text == "Alpha beta"

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from edge_agent.heard.timings import WordTiming
 
-ChatMessage = dict[str, str]
+ChatMessage = dict[str, Any]
+"""One chat message in the OpenAI shape llama.cpp takes: role, content (+ tool call fields)."""
+ToolSpec = dict[str, Any]
+"""One tool offered to the model, in the OpenAI `tools` shape (type, function: name,
+description, parameters as a JSON schema)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model asks for a tool to run; its reply continues once the result is known."""
+
+    call_id: str
+    """Identifies the call; the result message refers to it."""
+    name: str
+    """The tool's name."""
+    arguments: str
+    """The arguments as the model wrote them: a JSON object, not yet checked."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +91,10 @@ class SpeechRecognizer(Protocol):
 
 
 class LanguageModel(Protocol):
-    def stream(self, messages: list[ChatMessage]) -> Iterator[str]:
-        """Yield the reply in pieces. Closing the iterator cancels generation."""
+    def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+               ) -> Iterator[str | ToolCall]:
+        """Yield the reply: text in pieces, and tool calls (only when `tools` are offered).
+        Closing the iterator cancels generation."""
         ...
 
 

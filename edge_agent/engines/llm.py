@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_agent.engines.base import ChatMessage
+from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
 from edge_agent.errors import ConfigError, EngineError
 from edge_agent.tomlfile import parse_toml, read_text
 
@@ -40,7 +40,13 @@ class LlamaLanguageModel:
         self._max_tokens = max_tokens
         self._temperature = temperature
 
-    def stream(self, messages: list[ChatMessage]) -> Iterator[str]:
+    def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+               ) -> Iterator[str | ToolCall]:
+        if tools:
+            # Small models need grammar-constrained tool calls; until that exists, refuse
+            # rather than hand back tool-call JSON as speech.
+            raise EngineError("tool calls through llama.cpp are not supported yet; configure "
+                              "no tools with the llama engine")
         completion = self._llama.create_chat_completion(
             messages=messages,
             stream=True,
@@ -81,7 +87,8 @@ class ScriptedLanguageModel:
             raise ConfigError(str(path), key, "must be a list of strings (one reply each)")
         return cls(replies)
 
-    def stream(self, messages: list[ChatMessage]) -> Iterator[str]:
+    def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+               ) -> Iterator[str | ToolCall]:
         if self.exhausted:
             return
         reply = self._replies[self._next]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge_agent.engines.base import ChatMessage
+from edge_agent.engines.base import ChatMessage, ToolCall
 from edge_agent.heard.ledger import Finalize
 
 
@@ -17,13 +17,16 @@ class Turn:
     """One turn of the conversation."""
 
     role: str
-    """"user" or "assistant"."""
+    """"user", "assistant" or "tool"."""
     text: str
-    """For the user: the transcript. For the assistant: the heard prefix, verbatim."""
+    """For the user: the transcript. For the assistant: the heard prefix, verbatim. For a
+    tool: the result the model was given."""
     generated: str = ""
     """Assistant only: everything the model generated for the unit."""
     unit_id: str | None = None
     """Assistant only: the speech unit this turn came from."""
+    tool_call: ToolCall | None = None
+    """Tool only: the call the model made (the action happened, heard or not)."""
 
     @property
     def interrupted(self) -> bool:
@@ -40,6 +43,11 @@ class History:
             self.turns[-1].text = f"{self.turns[-1].text} {text}".strip()
         else:
             self.turns.append(Turn("user", text))
+
+    def add_tool(self, call: ToolCall, result: str) -> Turn:
+        turn = Turn("tool", result, tool_call=call)
+        self.turns.append(turn)
+        return turn
 
     def add_finalize(self, finalize: Finalize) -> Turn | None:
         """Record a unit's Finalize; a unit nobody heard leaves no assistant turn."""
@@ -58,6 +66,19 @@ def assemble_prompt(
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
     for turn in turns[-window:] if window > 0 else []:
+        if turn.tool_call is not None:
+            messages.extend(_tool_messages(turn.tool_call, turn.text))
+            continue
         content = turn.text + marker if turn.interrupted and marker else turn.text
         messages.append({"role": turn.role, "content": content})
     return messages
+
+
+def _tool_messages(call: ToolCall, result: str) -> list[ChatMessage]:
+    """A call and its result, as the model's chat template expects them."""
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": call.call_id, "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}}]},
+        {"role": "tool", "tool_call_id": call.call_id, "content": result},
+    ]

@@ -1,0 +1,151 @@
+"""Tool calls inside a reply (DESIGN §1 guarantee 5): a hop that only calls a tool opens no
+unit; the call and its result are in history even when the sentence about it was never heard."""
+
+from __future__ import annotations
+
+import json
+
+from edge_agent.conversation.tools import Tool, Toolbox
+from edge_agent.engines.base import ToolCall
+from edge_agent.events import BargeIn, LlmRequest, Notice, ToolUsed, UnitFinalized
+from edge_agent.memory.history import History, assemble_prompt
+from tests.fakes import speech
+from tests.timeline import Harness, stop
+
+BOOK = ToolCall("call-1", "book_table", json.dumps({"time": "7 PM", "people": 4}))
+
+
+class Bookings:
+    """A tool with a visible side effect: the bookings it made."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[str, int]] = []
+
+    def book_table(self, time: str, people: int) -> str:
+        self.made.append((time, people))
+        return f"booked: table for {people} at {time}, reference B{len(self.made)}"
+
+    def toolbox(self) -> Toolbox:
+        return Toolbox([Tool(
+            "book_table", "Book a table tonight.",
+            {"type": "object", "properties": {"time": {"type": "string"},
+                                              "people": {"type": "integer"}},
+             "required": ["time", "people"]},
+            self.book_table)])
+
+
+async def test_a_hop_that_only_calls_a_tool_opens_no_unit() -> None:
+    bookings = Bookings()
+    h = Harness(transcripts=["book seven pm for four"], greeting="",
+                replies=[[BOOK], "Done, a table for four at 7 PM."], tools=bookings.toolbox())
+    task = await h.start()
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
+    await stop(task)
+
+    assert bookings.made == [("7 PM", 4)]
+    (unit,) = [e.finalize for e in h.events(UnitFinalized)]  # type: ignore[attr-defined]
+    assert unit.unit_id == "u1" and unit.heard == "Done, a table for four at 7 PM."
+    turns = h.conversation.history.turns
+    assert [t.role for t in turns] == ["user", "tool", "assistant"]
+    assert turns[1].tool_call == BOOK and turns[1].text.startswith("booked:")
+    # Both hops were offered the tool; the second saw the call and its result.
+    assert h.llm.tools_offered[0][0]["function"]["name"] == "book_table"
+    assert h.llm.requests[1][-2:] == [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call-1", "type": "function",
+             "function": {"name": "book_table", "arguments": BOOK.arguments}}]},
+        {"role": "tool", "tool_call_id": "call-1",
+         "content": "booked: table for 4 at 7 PM, reference B1"},
+    ]
+    requests = h.events(LlmRequest)
+    assert [(r.turn, r.hop) for r in requests] == [(1, 1), (1, 2)]  # type: ignore[attr-defined]
+
+
+async def test_unheard_announcement_leaves_no_turn_but_the_tool_call_stays() -> None:
+    bookings = Bookings()
+    # TTS takes 0.8 s: the announcement exists as text, never as played audio, when the user
+    # cuts in.
+    h = Harness(transcripts=["book seven pm for four", "wait, make it eight"], greeting="",
+                replies=[["Let me book that for you. ", BOOK], "All set.", "Eight it is."],
+                tools=bookings.toolbox(), tts_delay=0.8)
+    task = await h.start()
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: len(h.events(ToolUsed)) == 1)
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: len(h.events(BargeIn)) == 1)
+    await h.run_until(lambda: len(h.llm.requests) == 3)
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 3)
+    await stop(task)
+
+    assert bookings.made == [("7 PM", 4)]  # the action happened
+    finals = [e.finalize for e in h.events(UnitFinalized)]  # type: ignore[attr-defined]
+    assert [(f.generated, f.heard) for f in finals[:2]] == [
+        ("Let me book that for you. ", ""), ("All set.", "")]
+    turns = [(t.role, t.text) for t in h.conversation.history.turns]
+    assert turns == [
+        ("user", "book seven pm for four"),
+        ("tool", "booked: table for 4 at 7 PM, reference B1"),
+        ("user", "wait, make it eight"),
+        ("assistant", "Eight it is."),
+    ]
+    third = h.llm.requests[2]
+    assert not any("Let me book" in str(m.get("content")) for m in third)
+    assert any(m["role"] == "tool" for m in third)
+
+
+async def test_tool_errors_reach_the_model_and_the_record() -> None:
+    bookings = Bookings()
+    bad = [ToolCall("c1", "book_table", '{"time": "7 PM"}'),
+           ToolCall("c2", "order_pizza", "{}"),
+           ToolCall("c3", "book_table", "{not json")]
+    h = Harness(transcripts=["book"], greeting="", replies=[bad, "Sorry, that did not work."],
+                tools=bookings.toolbox())
+    task = await h.start()
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
+    await stop(task)
+    results = [e.result for e in h.events(ToolUsed)]  # type: ignore[attr-defined]
+    assert results[0] == "error: missing argument(s): people"
+    assert results[1].startswith("error: there is no tool named 'order_pizza'")
+    assert results[2].startswith("error: the arguments are not valid JSON")
+    assert bookings.made == []
+    assert [t.role for t in h.conversation.history.turns] == [
+        "user", "tool", "tool", "tool", "assistant"]
+
+
+async def test_a_model_that_keeps_calling_tools_is_stopped() -> None:
+    bookings = Bookings()
+    h = Harness(transcripts=["book"], greeting="", replies=[[BOOK]] * 10,
+                tools=bookings.toolbox())
+    task = await h.start()
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: any("still calling tools" in n.text  # type: ignore[attr-defined]
+                                  for n in h.events(Notice)))
+    await stop(task)
+    assert len(h.llm.requests) == 4  # 1 + max_tool_hops (3)
+    assert len(bookings.made) == 4
+    assert h.events(UnitFinalized) == []
+
+
+def test_tool_turns_are_assembled_as_call_and_result() -> None:
+    history = History()
+    history.add_user("book it")
+    history.add_tool(BOOK, "booked")
+    messages = assemble_prompt("SYS", history.turns, window=1, marker=" [x]")
+    assert [m["role"] for m in messages] == ["system", "assistant", "tool"]
+    assert messages[1]["tool_calls"][0]["function"]["name"] == "book_table"
+
+
+def test_argument_types_are_checked() -> None:
+    bookings = Bookings()
+    box = bookings.toolbox()
+    wrong = ToolCall("c", "book_table", json.dumps({"time": "7", "people": "four"}))
+    assert box.run(wrong) == (
+        "error: argument 'people' must be of JSON type integer, got 'four'")
+    boolean = ToolCall("c", "book_table", json.dumps({"time": "7", "people": True}))
+    assert box.run(boolean).startswith("error: argument 'people'")
+    extra = ToolCall("c", "book_table", json.dumps({"time": "7", "people": 2, "vip": True}))
+    assert box.run(extra).startswith("error: unknown argument 'vip'")
+    assert box.run(ToolCall("c", "book_table", "[1]")) == "error: the arguments must be a JSON object"
+    assert bookings.made == []

@@ -1,0 +1,72 @@
+"""A conversation on a virtual clock with one scripted fake per engine (LiveKit-style)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
+from edge_agent.clock import VirtualClock
+from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
+from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.conversation.tools import Toolbox
+from edge_agent.engines.base import TextToSpeech
+from edge_agent.events import Event, EventLog
+from edge_agent.owner import Owner
+from tests.fakes import FakeLanguageModel, FakeRecognizer, FakeSpeech, FakeVad, InlineOwner, Reply
+
+
+@dataclass
+class Harness:
+    transcripts: list[str]
+    replies: list[Reply]
+    greeting: str = "Hello there."
+    tts_delay: float = 0.0
+    tools: Toolbox | None = None
+    tts: TextToSpeech = field(default_factory=FakeSpeech)
+    clock: VirtualClock = field(default_factory=VirtualClock)
+
+    def __post_init__(self) -> None:
+        self.mic = VirtualMicrophone(self.clock)
+        self.speaker = VirtualSpeaker(self.clock, self.tts.sample_rate)
+        self.llm = FakeLanguageModel(self.replies)
+        self.log = EventLog(self.clock)
+        settings = ConversationSettings(
+            system_prompt="SYSTEM",
+            greeting=self.greeting,
+            segmenter=SegmenterSettings(threshold=0.5, min_speech_ms=96, end_silence_ms=320),
+            barge_in_min_ms=200,
+        )
+        engines = Engines(FakeVad(), FakeRecognizer(self.transcripts), self.llm, self.tts)
+
+        def owner(name: str) -> Owner:
+            delay = self.tts_delay if name == "tts" else 0.0
+            return InlineOwner(name, self.clock, delay)
+
+        self.conversation = Conversation(mic=self.mic, speaker=self.speaker, engines=engines,
+                                         settings=settings, log=self.log, owner=owner,
+                                         tools=self.tools)
+
+    async def start(self) -> asyncio.Task[None]:
+        return asyncio.create_task(self.conversation.run())
+
+    async def run_until(self, condition: Callable[[], bool], limit: float = 30.0) -> None:
+        deadline = self.clock.now() + limit
+        while not condition():
+            assert self.clock.now() < deadline, "condition not reached in virtual time"
+            await self.clock.advance(0.01)
+
+    def events(self, kind: type[Event]) -> list[Event]:
+        return [e.event for e in self.log.entries if isinstance(e.event, kind)]
+
+    def at(self, kind: type[Event]) -> list[float]:
+        return [e.at for e in self.log.entries if isinstance(e.event, kind)]
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
