@@ -29,10 +29,11 @@ def describe(entry: LoggedEvent) -> str | None:
         f = event.finalize
         if not f.generated:
             return None
+        inexact = f" [{f.inexact_words} word(s) timed by safe bounds]" if f.inexact_words else ""
         if not f.interrupted:
-            return f"{stamp} agent said    : {f.heard}"
+            return f"{stamp} agent said    : {f.heard}{inexact}"
         return (f"{stamp} agent was cut : {f.heard!r} heard of {f.generated!r} "
-                f"({f.played_ms} ms played)")
+                f"({f.played_ms} ms played){inexact}")
     if isinstance(event, ToolUsed):
         return f"{stamp} tool          : {event.call.name}({event.call.arguments}) -> {event.result}"
     if isinstance(event, Notice):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_agent.audio.pcm import read_wav
+
 pytestmark = pytest.mark.models
 
 
@@ -23,7 +25,7 @@ def _demo(tmp_path: Path, *args: str) -> tuple[dict, str]:  # type: ignore[type-
 
 
 def test_default_demo_records_heard_truth(tmp_path: Path) -> None:
-    record, stdout = _demo(tmp_path)
+    record, stdout = _demo(tmp_path, "--audio-dir", str(tmp_path / "units"))
     assert "agent was cut" in stdout
     users = [t["text"] for t in record["turns"] if t["role"] == "user"]
     assert len(users) == 3
@@ -49,6 +51,14 @@ def test_default_demo_records_heard_truth(tmp_path: Path) -> None:
     for request in record["llm_requests"]:
         for message in request["messages"]:
             assert "Which one would you like" not in message["content"]
+    # --audio-dir: per unit, the audio that reached the device, ending where playback stopped.
+    assert "unit audio: 4 file(s)" in stdout
+    for unit in units:
+        pcm, rate = read_wav(tmp_path / "units" / f"{unit['unit_id']}.wav")
+        assert rate == 22050
+        assert abs(len(pcm) / 2 * 1000 / rate - unit["played_ms"]) <= 1, unit["unit_id"]
+    whole = max(w["end_ms"] for w in cut["words"])
+    assert cut["played_ms"] < whole - 1000  # the cut file is well short of the whole reply
 
 
 def test_demo_with_the_real_language_model(tmp_path: Path) -> None:

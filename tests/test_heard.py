@@ -117,3 +117,19 @@ def test_ledger_finalizes_each_unit_once_in_order() -> None:
     (empty,) = ledger.finalize_all(device_played=0)
     assert (empty.unit_id, empty.generated, empty.heard) == (third.unit_id, "", "")
     assert ledger.open_units == ()
+
+
+def test_inexact_words_are_counted_in_the_record() -> None:
+    from edge_agent.session import unit_record
+
+    ledger = UnitLedger()
+    unit = ledger.open(1000)
+    unit.add_text("in 2024 ok")
+    unit.add_audio(500, [WordTiming("in", 0, 2, 0, 80), WordTiming("2024", 3, 7, 100, 400, False),
+                         WordTiming("ok", 8, 10, 400, 480)], 0, 10)
+    (finalize,) = ledger.finalize(unit, 450)
+    assert finalize.inexact_words == 1
+    record = unit_record(finalize)
+    assert record["inexact_words"] == 1
+    assert [w.get("exact", True) for w in record["words"]] == [True, False, True]
+    assert record["heard"] == "in 2024" and record["played_ms"] == 450

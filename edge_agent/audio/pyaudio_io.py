@@ -165,12 +165,15 @@ class PyAudioSpeaker:
         import pyaudio
 
         with self._lock:
-            played = self._played_locked()
-            # abort, not stop: stop lets 11-16 ms more play in callback mode (FIELD-NOTES).
-            pyaudio._portaudio.abort_stream(self._stream._stream)
-            self._stream._is_running = False
-            self._queue.clear()
+            self._queue.clear()  # from here on the callback hands out silence only
             self._queued = 0
+        # Abort outside the lock: it waits for a running callback, which takes the lock.
+        # Abort, not stop: stop lets 11-16 ms more play in callback mode (FIELD-NOTES).
+        pyaudio._portaudio.abort_stream(self._stream._stream)
+        self._stream._is_running = False
+        with self._lock:
+            # Read after the abort: what played while it took effect was heard too.
+            played = self._played_locked()
             self._audio_out = self._restart_audio = played
             self._device_out = 0
             self._runs.clear()
