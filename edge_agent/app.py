@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pcm import resample
 from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
 from edge_agent.clock import Clock, MonotonicClock
-from edge_agent.config import Config
+from edge_agent.config import Config, ToolsConfig
 from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
+from edge_agent.conversation.backchannel import load_classifier
+from edge_agent.conversation.builtin_tools import load_tools
+from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.segmenter import SegmenterSettings
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer, TextToSpeech
-from edge_agent.engines.llm import ScriptedLanguageModel, load_language_model
+from edge_agent.engines.llm import ScriptedLanguageModel, ScriptedReply, load_language_model
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.engines.vad import SileroVad
@@ -41,7 +46,7 @@ def resolve_models(config: Config, catalog: Catalog, with_llm: bool) -> dict[str
             for use in config.models_in_use(with_llm)}
 
 
-def _scripted_llm(config: Config, replies: Sequence[str] | None
+def _scripted_llm(config: Config, replies: Sequence[ScriptedReply] | None
                   ) -> tuple[ScriptedLanguageModel, str] | None:
     if replies is not None:
         return ScriptedLanguageModel(replies), "scripted (call file)"
@@ -54,14 +59,13 @@ def _scripted_llm(config: Config, replies: Sequence[str] | None
     return ScriptedLanguageModel.from_file(script), f"scripted ({script})"
 
 
-def build_engines(config: Config, replies: Sequence[str] | None = None,
+def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None,
                   catalog: Catalog | None = None) -> tuple[Engines, dict[str, str]]:
     """Load every engine the config names (blocking: seconds). `replies` scripts the LLM."""
     catalog = catalog or load_catalog(config.models_dir)
     scripted = _scripted_llm(config, replies)
     paths = resolve_models(config, catalog, with_llm=scripted is None)
-    stt: SpeechRecognizer = (VoskRecognizer(paths["stt"]) if config.stt_engine == "vosk"
-                             else PocketSphinxRecognizer(paths["stt"]))
+    stt = _recognizer(config, paths["stt"])
     llm: LanguageModel
     if scripted is not None:
         llm, llm_name = scripted
@@ -85,24 +89,58 @@ def _piper(config: Config, voice: Path) -> PiperSpeech:
                        config.tts.length_scale)
 
 
+def _recognizer(config: Config, model: Path) -> SpeechRecognizer:
+    return VoskRecognizer(model) if config.stt_engine == "vosk" else PocketSphinxRecognizer(model)
+
+
 def load_voice(config: Config, catalog: Catalog | None = None) -> PiperSpeech:
     """Only the configured Piper voice (for tools that need no other engine)."""
+    return _piper(config, _model_path(config, "tts", catalog))
+
+
+def load_recognizer(config: Config, catalog: Catalog | None = None) -> SpeechRecognizer:
+    """Only the configured speech recognizer."""
+    return _recognizer(config, _model_path(config, "stt", catalog))
+
+
+def _model_path(config: Config, kind: str, catalog: Catalog | None) -> Path:
     catalog = catalog or load_catalog(config.models_dir)
-    [use] = [use for use in config.models_in_use(with_llm=False) if use.kind == "tts"]
-    return _piper(config, catalog.resolve(use.reference, use.kind, use.key, config.source))
+    [use] = [use for use in config.models_in_use(with_llm=False) if use.kind == kind]
+    return catalog.resolve(use.reference, use.kind, use.key, config.source)
 
 
 def conversation_settings(config: Config, greeting: str | None = None) -> ConversationSettings:
+    turns = config.turns
     return ConversationSettings(
         system_prompt=config.llm.system_prompt,
-        greeting=config.turns.greeting if greeting is None else greeting,
+        greeting=turns.greeting if greeting is None else greeting,
         segmenter=SegmenterSettings(config.vad.threshold, config.vad.min_speech_ms,
                                     config.vad.end_silence_ms),
         preroll_ms=config.vad.preroll_ms,
-        barge_in_min_ms=config.turns.barge_in_min_ms,
+        language=turns.language,
+        pause_on_speech=turns.pause_on_speech,
+        barge_in_min_ms=turns.barge_in_min_ms,
+        barge_in_min_words=turns.barge_in_min_words,
+        barge_in_force_ms=turns.barge_in_force_ms,
         heard_policy=HeardPolicy(config.heard.policy),
         interrupted_marker=config.heard.marker,
-        history_turns=config.turns.history_turns,
+        history_turns=turns.history_turns,
+        session_start=config.session.start,
+        wake_phrase=config.session.wake_phrase,
+        idle_end_s=config.session.idle_end_s,
+    )
+
+
+def build_conversation(config: Config, *, mic: Microphone, speaker: Speaker, engines: Engines,
+                 log: EventLog, greeting: str | None = None,
+                 unit_audio: UnitAudioWriter | None = None) -> Conversation:
+    """The loop with everything the config chooses around it: classifier, echo, tools."""
+    return Conversation(
+        mic=mic, speaker=speaker, engines=engines, log=log, unit_audio=unit_audio,
+        settings=conversation_settings(config, greeting),
+        classifier=load_classifier(config.turns.backchannel_classifier, config.source),
+        echo=EchoFilter(min_match=config.turns.echo_min_match),
+        tools=load_tools(config.tools.enabled, config.data_path / "edge-agent.db", config.source),
     )
 
 
@@ -120,22 +158,25 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     """A whole call through the real engines on the virtual audio pair; returns the record.
     With `audio_dir`, each unit's played audio is written there as `<unit_id>.wav`."""
     clock = clock or MonotonicClock()
+    if call.tools is not None:
+        config = dataclasses.replace(config, tools=ToolsConfig(list(call.tools)))
     engines, names = await asyncio.to_thread(build_engines, config, call.replies)
-    mic = VirtualMicrophone(clock)
+    speaker = VirtualSpeaker(clock, engines.tts.sample_rate,
+                             keep_seconds=5.0 if call.echo_gain else 0.0)
+    mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
+                            echo_gain=call.echo_gain)
     lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
-    speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
     log = EventLog(clock)
     unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
-    conversation = Conversation(mic=mic, speaker=speaker, engines=engines,
-                                settings=conversation_settings(config, call.greeting), log=log,
-                                unit_audio=unit_audio)
+    talk = build_conversation(config, mic=mic, speaker=speaker, engines=engines, log=log,
+                              greeting=call.greeting, unit_audio=unit_audio)
     caller = ScriptedCaller(clock, mic, log, lines)
 
     async def call_then_idle(talking: asyncio.Task[None]) -> None:
         await _until_first(talking, caller.run(), clock, max_seconds)
-        await _until_first(talking, _idle(conversation, log, clock), clock, max_seconds)
+        await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
 
-    return await _session(conversation, log, names, printer, call_then_idle, unit_audio)
+    return await _session(talk, log, names, printer, call_then_idle, unit_audio)
 
 
 def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
@@ -159,7 +200,7 @@ async def _session(conversation: Conversation, log: EventLog, names: dict[str, s
         if unit_audio is not None:
             written = await asyncio.to_thread(unit_audio.close)
             printer(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
-    return session_record(uuid.uuid4().hex[:12], conversation.history, log, names)
+    return session_record(uuid.uuid4().hex[:12], conversation.histories, log, names)
 
 
 async def _until_first(talking: asyncio.Task[None], work: Awaitable[Any], clock: Clock,
@@ -215,16 +256,15 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
         log = EventLog(clock)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
-        conversation = Conversation(mic=mic, speaker=speaker, engines=engines,
-                                    settings=conversation_settings(config), log=log,
-                                    unit_audio=unit_audio)
+        talk = build_conversation(config, mic=mic, speaker=speaker, engines=engines, log=log,
+                            unit_audio=unit_audio)
 
         async def until_stopped(talking: asyncio.Task[None]) -> None:
             printer("edge-agent: listening (Ctrl-C to stop)")
             await _until_first(talking, stop.wait(), clock, max_seconds)
 
         try:
-            return await _session(conversation, log, names, printer, until_stopped, unit_audio)
+            return await _session(talk, log, names, printer, until_stopped, unit_audio)
         finally:
             speaker.close()
     finally:

@@ -47,6 +47,25 @@ def _parser() -> argparse.ArgumentParser:
     heard.add_argument("--json", type=Path, default=Path("bench-heard.json"),
                        help="results file (default: bench-heard.json)")
 
+    latency = benchmarks.add_parser(
+        "latency", help="response, stop and barge-in latency and false interruptions, through "
+                        "the real engines on the virtual audio pair (real time)")
+    latency.add_argument("--exchanges", type=_positive_int, default=9,
+                         help="questions asked (each followed by a backchannel or, every third, "
+                              "an interruption; default 9)")
+    latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
+                         help="scripted replies (pipeline only, the default) or the configured LLM")
+    latency.add_argument("--seed", type=int, default=1, help="random seed for the cue times")
+    latency.add_argument("--json", type=Path, default=Path("bench-latency.json"),
+                         help="results file (default: bench-latency.json)")
+
+    corpus = benchmarks.add_parser(
+        "backchannel", help="the backchannel classifier on a corpus of Piper-spoken clips through "
+                            "the configured recognizer: accuracy and false interruptions")
+    corpus.add_argument("--corpus", type=Path, help="corpus file (default: the built-in one)")
+    corpus.add_argument("--json", type=Path, default=Path("bench-backchannel.json"),
+                        help="results file (default: bench-backchannel.json)")
+
     models = commands.add_parser("models", help="list, fetch and verify models")
     actions = models.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="what is configured and where it resolves")
@@ -69,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run(config, args)
         if args.command == "bench":
-            return _bench_heard(config, args)
+            bench = {"heard": _bench_heard, "latency": _bench_latency,
+                     "backchannel": _bench_backchannel}[args.benchmark]
+            return bench(config, args)
         return _models(config, args)
     except EdgeAgentError as exc:
         print(f"edge-agent: error: {exc}", file=sys.stderr)
@@ -145,6 +166,42 @@ def _bench_heard(config: Config, args: argparse.Namespace) -> int:
     print(f"edge-agent bench heard: {args.runs} barge-ins (seed {args.seed})", flush=True)
     result = report(run_trials(voice, args.runs, args.seed, policy, progress=progress),
                     args.seed, policy)
+    _write_json(result, args.json)
+    print(table(result))
+    print(f"results: {args.json}")
+    return 0
+
+
+def _bench_latency(config: Config, args: argparse.Namespace) -> int:
+    from edge_agent.app import run_demo
+    from edge_agent.bench.latency import analyze, latency_call, table
+
+    call, kinds = latency_call(args.exchanges, args.seed, scripted=args.llm == "scripted")
+    print(f"edge-agent bench latency: {args.exchanges} exchanges through the real engines "
+          f"(about {args.exchanges * 12} s)...", flush=True)
+    record = asyncio.run(run_demo(config, call, printer=lambda line: print(line, flush=True),
+                                  max_seconds=60.0 + 40.0 * args.exchanges))
+    result = {
+        "benchmark": "latency", "llm": record["engines"]["llm"],
+        "pause_on_speech": config.turns.pause_on_speech, "seed": args.seed,
+        **analyze(record, kinds, config.vad.end_silence_ms),
+        "events": record["events"],
+    }
+    _write_json(result, args.json)
+    print(table(result))
+    print(f"results: {args.json}")
+    return 0
+
+
+def _bench_backchannel(config: Config, args: argparse.Namespace) -> int:
+    from edge_agent.app import load_recognizer, load_voice
+    from edge_agent.bench.backchannel import load_corpus, run_corpus, table
+    from edge_agent.conversation.backchannel import load_classifier
+
+    clips = load_corpus(args.corpus)
+    classifier = load_classifier(config.turns.backchannel_classifier, config.source)
+    print(f"edge-agent bench backchannel: {len(clips)} clips", flush=True)
+    result = run_corpus(load_voice(config), load_recognizer(config), classifier, clips)
     _write_json(result, args.json)
     print(table(result))
     print(f"results: {args.json}")

@@ -80,12 +80,42 @@ class TtsConfig:
 
 @dataclass(frozen=True)
 class TurnsConfig:
-    barge_in_min_ms: int = 300
-    """User speech this long while the agent talks interrupts it."""
     greeting: str = "Hello! How can I help you?"
     """Spoken when a session starts; "" for none."""
     history_turns: int = 20
     """Verbatim turns sent to the language model."""
+    language: str = "en"
+    """Conversation language for the backchannel lexicon: en, es, hi, fr, de, or "any"."""
+    pause_on_speech: bool = True
+    """Pause playback at the onset of user speech over the agent; resume after a backchannel."""
+    barge_in_min_ms: int = 300
+    """User speech over the agent must last this long before it can interrupt."""
+    barge_in_min_words: int = 2
+    """...and have this many recognized words that are not a backchannel."""
+    barge_in_force_ms: int = 2500
+    """Speech over the agent this long interrupts whatever the words (unless it is echo)."""
+    backchannel_classifier: str = "lexicon"
+    """"lexicon", or a dotted path "package.module:Name" to your own classifier."""
+    echo_min_match: float = 0.6
+    """Share of recognized words matching the agent's own words (in order) that makes it echo."""
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    start: str = "immediate"
+    """"immediate": greet at start-up; "speech": the first speech opens a session (answered,
+    no greeting); "wake": an utterance holding wake_phrase opens it (then the greeting)."""
+    wake_phrase: str = "hello kiosk"
+    """For start = "wake": the words that open a session."""
+    idle_end_s: float = 0.0
+    """End a session after this many seconds with nothing said or played (0: never). The next
+    session starts with an empty history."""
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    enabled: list[str] = field(default_factory=list)
+    """Tools the model may call: built-in names ("book_table") or "package.module:factory"."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +137,8 @@ class Config:
     tts: TtsConfig = field(default_factory=TtsConfig)
     turns: TurnsConfig = field(default_factory=TurnsConfig)
     heard: HeardConfig = field(default_factory=HeardConfig)
+    session: SessionConfig = field(default_factory=SessionConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
     source: str = "(built-in defaults)"
     """The file this came from (not a TOML key)."""
 
@@ -158,6 +190,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "stt.engine": ("auto", "pocketsphinx", "vosk"),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),
+    "turns.language": ("en", "es", "hi", "fr", "de", "any"),
+    "session.start": ("immediate", "speech", "wake"),
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "vad.threshold": (0.0, 1.0),
@@ -170,6 +204,10 @@ _RANGES: dict[str, tuple[float, float]] = {
     "llm.threads": (1, 64),
     "tts.length_scale": (0.3, 3.0),
     "turns.barge_in_min_ms": (0, 5000),
+    "turns.barge_in_min_words": (0, 20),
+    "turns.barge_in_force_ms": (100, 60000),
+    "turns.echo_min_match": (0.0, 1.0),
+    "session.idle_end_s": (0.0, 86400.0),
     "turns.history_turns": (1, 1000),
 }
 
@@ -187,6 +225,9 @@ def load_config(path: Path | None = None) -> Config:
 def parse_config(text: str, source: str) -> Config:
     data = parse_toml(text, source)
     config: Config = _build(Config, data, source, "")
+    if config.session.start == "wake" and not config.session.wake_phrase.strip():
+        raise ConfigError(source, "session.wake_phrase",
+                          'must name the words that open a session when start = "wake"')
     return dataclasses.replace(config, source=source)
 
 
@@ -212,6 +253,11 @@ def _build(cls: type[Any], table: dict[str, Any], source: str, prefix: str) -> A
 def _check(expected: Any, value: Any, source: str, key: str) -> Any:
     if isinstance(expected, types.UnionType):
         expected = expected.__args__[0]
+    if typing.get_origin(expected) is list:
+        (item,) = typing.get_args(expected)
+        if not isinstance(value, list):
+            raise ConfigError(source, key, f"must be a list, got {type(value).__name__} {value!r}")
+        return [_check(item, v, source, f"{key}[{i}]") for i, v in enumerate(value)]
     if expected is bool:
         ok = isinstance(value, bool)
     elif expected is int:

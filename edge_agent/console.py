@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from edge_agent.events import (
+    Backchannel,
     BargeIn,
     CallerSpoke,
+    EchoIgnored,
     LoggedEvent,
     Notice,
+    SessionEnded,
+    SessionStarted,
     ToolUsed,
     TurnDropped,
     UnitFinalized,
@@ -34,6 +38,14 @@ def describe(entry: LoggedEvent) -> str | None:
             return f"{stamp} agent said    : {f.heard}{inexact}"
         return (f"{stamp} agent was cut : {f.heard!r} heard of {f.generated!r} "
                 f"({f.played_ms} ms played){inexact}")
+    if isinstance(event, SessionStarted):
+        return f"{stamp} -- session {event.session} starts ({event.how}) --"
+    if isinstance(event, SessionEnded):
+        return f"{stamp} -- session {event.session} ends (idle) --"
+    if isinstance(event, Backchannel):
+        return f"{stamp} (backchannel {event.text!r}: not an interruption, playback goes on)"
+    if isinstance(event, EchoIgnored):
+        return f"{stamp} (own voice heard back as {event.text!r}: ignored)"
     if isinstance(event, ToolUsed):
         return f"{stamp} tool          : {event.call.name}({event.call.arguments}) -> {event.result}"
     if isinstance(event, Notice):

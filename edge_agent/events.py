@@ -104,6 +104,63 @@ class CallerSpoke:
 
     text: str
     """The line as written in the call file."""
+    speech_offset: float = 0.0
+    """Seconds from the start of the line's audio to its first loud sample (speech onset)."""
+
+
+@dataclass(frozen=True)
+class PlaybackPaused:
+    """User speech began over the agent: playback holds until it is judged."""
+
+    unit_id: str | None
+    """The unit that was playing."""
+
+
+@dataclass(frozen=True)
+class PlaybackResumed:
+    """The speech over the agent was not an interruption: playback goes on where it paused."""
+
+    unit_id: str | None
+    """The unit that resumes."""
+
+
+@dataclass(frozen=True)
+class Backchannel:
+    """The user spoke over the agent with an acknowledgement ("mm-hm", "sí claro"): logged,
+    not answered, nothing truncated."""
+
+    text: str
+    """What the recognizer heard."""
+    speech_ms: int
+    """How long the user spoke."""
+
+
+@dataclass(frozen=True)
+class EchoIgnored:
+    """Speech recognized over the agent was the agent's own voice coming back."""
+
+    text: str
+    """What the recognizer heard."""
+    playing: str
+    """The agent's words played meanwhile, which it matched."""
+
+
+@dataclass(frozen=True)
+class SessionStarted:
+    """A conversation session opened; its history starts empty."""
+
+    session: int
+    """1 for the first session of this run."""
+    how: str
+    """"start-up", "speech" or "wake"."""
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    """A session ended after the configured idle time."""
+
+    session: int
+    """The session that ended."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +173,8 @@ class Notice:
 
 Event = (
     UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
-    | UnitFinalized | LlmRequest | ToolUsed | CallerSpoke | Notice
+    | UnitFinalized | LlmRequest | ToolUsed | Backchannel | EchoIgnored | CallerSpoke
+    | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | Notice
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from edge_agent.events import EventLog, LlmRequest, UnitFinalized
@@ -40,12 +41,14 @@ def _turn_record(turn: Turn) -> dict[str, Any]:
     return {"role": turn.role, "text": turn.text}
 
 
-def session_record(session_id: str, history: History, log: EventLog,
+def session_record(session_id: str, histories: Sequence[History], log: EventLog,
                    engines: dict[str, str]) -> dict[str, Any]:
+    """The run's record; `histories` holds one history per conversation session, in order."""
     return {
         "session_id": session_id,
         "engines": engines,
-        "turns": [_turn_record(t) for t in history.turns],
+        "turns": [{**_turn_record(t), "session": number}
+                  for number, history in enumerate(histories, 1) for t in history.turns],
         "units": [unit_record(e.event.finalize)
                   for e in log.entries if isinstance(e.event, UnitFinalized)],
         "llm_requests": [

@@ -24,9 +24,12 @@ T = TypeVar("T")
 SPEECH_LEVEL = 8000
 
 
-def speech(seconds: float, rate: int = 16000) -> bytes:
-    """Fake 'speech': a constant loud signal the fake VAD recognizes."""
-    return np.full(int(seconds * rate), SPEECH_LEVEL, dtype=np.int16).tobytes()
+def speech(seconds: float, rate: int = 16000, seed: int = 1) -> bytes:
+    """Fake 'speech': loud noise the fake VAD recognizes (noise, so that it does not correlate
+    with the agent's fake speech the way two constant signals would)."""
+    noise = np.random.default_rng(seed).uniform(-1, 1, int(seconds * rate)) * SPEECH_LEVEL
+    noise[np.abs(noise) < 1] = SPEECH_LEVEL  # every frame stays loud
+    return noise.astype(np.int16).tobytes()
 
 
 class FakeVad:
@@ -43,12 +46,14 @@ class FakeVad:
 
 
 class FakeRecognizer:
-    """Returns the scripted transcripts in order, one per utterance."""
+    """Returns the scripted transcripts in order, one per utterance; while an utterance is fed,
+    `partial` reveals its words one per `word_seconds` of audio."""
 
     sample_rate = 16000
 
-    def __init__(self, transcripts: Sequence[str]) -> None:
+    def __init__(self, transcripts: Sequence[str], word_seconds: float = 0.15) -> None:
         self._transcripts = list(transcripts)
+        self._word_samples = int(word_seconds * self.sample_rate)
         self.fed_samples = 0
 
     def begin(self) -> None:
@@ -56,6 +61,10 @@ class FakeRecognizer:
 
     def feed(self, pcm: bytes) -> None:
         self.fed_samples += len(pcm) // 2
+
+    def partial(self) -> str:
+        upcoming = self._transcripts[0].split() if self._transcripts else []
+        return " ".join(upcoming[: self.fed_samples // self._word_samples])
 
     def end(self) -> Transcript:
         text = self._transcripts.pop(0) if self._transcripts else ""
@@ -101,8 +110,8 @@ class FakeSpeech:
         for start, end in tokenize(text):
             words.append(WordTiming(text[start:end], start, end, position, position + self._word))
             position += self._word + self._gap
-        pcm = np.full(position, 1000, dtype=np.int16).tobytes()
-        return SpeechAudio(pcm, self.sample_rate, tuple(words))
+        pcm = (np.random.default_rng(len(text)).uniform(-1, 1, position) * 1000).astype(np.int16)
+        return SpeechAudio(pcm.tobytes(), self.sample_rate, tuple(words))
 
 
 class InlineOwner:

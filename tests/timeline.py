@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,9 @@ class Harness:
     tts_delay: float = 0.0
     tools: Toolbox | None = None
     tts: TextToSpeech = field(default_factory=FakeSpeech)
+    pause_on_speech: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Other ConversationSettings fields to set."""
     clock: VirtualClock = field(default_factory=VirtualClock)
 
     def __post_init__(self) -> None:
@@ -39,6 +43,8 @@ class Harness:
             greeting=self.greeting,
             segmenter=SegmenterSettings(threshold=0.5, min_speech_ms=96, end_silence_ms=320),
             barge_in_min_ms=200,
+            pause_on_speech=self.pause_on_speech,
+            **self.overrides,
         )
         engines = Engines(FakeVad(), FakeRecognizer(self.transcripts), self.llm, self.tts)
 

@@ -35,6 +35,14 @@ class Speaker(Protocol):
         """Return once `played_frames() >= frame` (or the queue was dropped before it)."""
         ...
 
+    def pause(self) -> None:
+        """Hold playback where it is (queued audio is kept; the cursor stops)."""
+        ...
+
+    def resume(self) -> None:
+        """Continue from where `pause` held it: nothing skipped, nothing repeated."""
+        ...
+
     def interrupt(self) -> int:
         """Stop at once with no tail, drop everything queued; returns the final played count."""
         ...

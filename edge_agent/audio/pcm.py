@@ -22,6 +22,12 @@ def resample(pcm: bytes, from_rate: int, to_rate: int) -> bytes:
     return bytes(np.clip(np.round(out), -32768, 32767).astype(np.int16).tobytes())
 
 
+def first_loud_sample(pcm: bytes, level: int = 1000) -> int | None:
+    """Index of the first sample at or above `level` in magnitude (speech onset), if any."""
+    loud = np.flatnonzero(np.abs(np.frombuffer(pcm, dtype=np.int16).astype(np.int32)) >= level)
+    return int(loud[0]) if len(loud) else None
+
+
 def silence(samples: int) -> bytes:
     return bytes(2 * samples)
 

@@ -133,6 +133,7 @@ class PyAudioSpeaker:
         self._runs: deque[_Run] = deque()  # audio runs handed out since the last (re)start
         self._restart_audio = 0  # audio frames played when the stream last (re)started
         self._anchor: tuple[int, float] | None = None  # (device frames before, DAC time)
+        self._paused = False
         self._continue = pyaudio.paContinue
         try:
             self._stream = pa.open(format=pyaudio.paInt16, channels=1, rate=sample_rate,
@@ -161,12 +162,23 @@ class PyAudioSpeaker:
                 return
             await self._clock.sleep(0.005)
 
+    def pause(self) -> None:
+        """Hand out silence from the next callback on; what PortAudio already holds (a buffer
+        or two) still plays and is counted."""
+        with self._lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._lock:
+            self._paused = False
+
     def interrupt(self) -> int:
         import pyaudio
 
         with self._lock:
             self._queue.clear()  # from here on the callback hands out silence only
             self._queued = 0
+            self._paused = False
         # Abort outside the lock: it waits for a running callback, which takes the lock.
         # Abort, not stop: stop lets 11-16 ms more play in callback mode (FIELD-NOTES).
         pyaudio._portaudio.abort_stream(self._stream._stream)
@@ -203,7 +215,7 @@ class PyAudioSpeaker:
             dac_time = time_info.get("output_buffer_dac_time") or self._dac_fallback(time_info)
             self._anchor = (self._device_out, dac_time)
             out = bytearray()
-            while self._queue and len(out) < frame_count * 2:
+            while self._queue and not self._paused and len(out) < frame_count * 2:
                 chunk = self._queue[0]
                 take = min(len(chunk), frame_count * 2 - len(out))
                 out += chunk[:take]

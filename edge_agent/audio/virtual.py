@@ -8,63 +8,120 @@ whatever audio was queued into it (silence otherwise).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator
+
+import numpy as np
 
 from edge_agent.audio.pcm import silence
 from edge_agent.clock import Clock
 
 
 class VirtualSpeaker:
-    """Plays queued audio continuously at `sample_rate`."""
+    """Plays queued audio continuously at `sample_rate`.
 
-    def __init__(self, clock: Clock, sample_rate: int) -> None:
+    The cursor advances from an anchor (frame, clock time) while audio is queued and not
+    paused; idle or paused, it stands still at the anchor frame.
+    """
+
+    def __init__(self, clock: Clock, sample_rate: int, keep_seconds: float = 0.0) -> None:
         self.sample_rate = sample_rate
         self._clock = clock
         self._written = 0
-        self._busy_since: float | None = None
-        self._busy_base = 0
+        self._anchor_frame = 0
+        self._anchor_time: float | None = None
+        # Earlier anchors (set at, frame, running since), so the cursor can be told for a
+        # moment just past (the echo path asks for when a microphone frame was captured).
+        self._anchors: deque[tuple[float, int, float | None]] = deque(maxlen=64)
+        self._paused = False
         self._changed = asyncio.Event()
+        self._keep = int(keep_seconds * sample_rate)
+        self._audio = bytearray()  # the last `keep_seconds` written, for an echo path
+        self._audio_start = 0  # frame number of self._audio[0]
 
     def write(self, pcm: bytes) -> int:
         start = self._written
-        if self.played_frames() >= self._written:
-            self._busy_since = self._clock.now()
-            self._busy_base = self._written
+        if not self._paused and self.played_frames() >= self._written:
+            self._anchor(self._written, self._clock.now())
         self._written += len(pcm) // 2
+        if self._keep:
+            self._audio.extend(pcm)
+            excess = len(self._audio) // 2 - self._keep
+            if excess > 0:
+                del self._audio[: 2 * excess]
+                self._audio_start += excess
         self._changed.set()
         return start
 
     def played_frames(self) -> int:
-        if self._busy_since is None:
-            return self._written
-        elapsed = self._clock.now() - self._busy_since
-        return min(self._written, self._busy_base + int(elapsed * self.sample_rate))
+        return self.played_frames_at(self._clock.now())
+
+    def played_frames_at(self, when: float) -> int:
+        """The cursor at clock time `when`, now or in the recent past."""
+        frame, since = self._anchor_frame, self._anchor_time
+        for set_at, old_frame, old_since in reversed(self._anchors):
+            if set_at <= when:
+                break
+            frame, since = old_frame, old_since
+        if since is None:
+            return frame
+        elapsed = max(0.0, when - since)
+        return min(self._written, frame + int(elapsed * self.sample_rate))
+
+    def _anchor(self, frame: int, since: float | None) -> None:
+        self._anchors.append((self._clock.now(), self._anchor_frame, self._anchor_time))
+        self._anchor_frame, self._anchor_time = frame, since
+
+    def played_audio(self, start: int, end: int) -> bytes:
+        """Audio of frames [start, end) if still kept (see `keep_seconds`), else what is."""
+        first = max(start, self._audio_start) - self._audio_start
+        last = max(first, min(end, self._written) - self._audio_start)
+        return bytes(self._audio[2 * first : 2 * last])
 
     async def wait_played(self, frame: int) -> None:
-        while self.played_frames() < min(frame, self._written):
-            assert self._busy_since is not None
-            due = self._busy_since + (min(frame, self._written) - self._busy_base) / self.sample_rate
+        while self.played_frames() < (target := min(frame, self._written)):
             self._changed.clear()
-            sleeper = asyncio.ensure_future(self._clock.sleep_until(due + 1e-6))
-            changed = asyncio.ensure_future(self._changed.wait())
+            waiting: list[asyncio.Future[object]] = [
+                asyncio.ensure_future(self._changed.wait())]
+            if self._anchor_time is not None:
+                due = self._anchor_time + (target - self._anchor_frame) / self.sample_rate
+                waiting.append(asyncio.ensure_future(self._clock.sleep_until(due + 1e-6)))
             try:
-                await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                sleeper.cancel()
-                changed.cancel()
+                for waiter in waiting:
+                    waiter.cancel()
+
+    def pause(self) -> None:
+        if not self._paused:
+            self._anchor(self.played_frames(), None)
+            self._paused = True
+            self._changed.set()
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._anchor(self._anchor_frame, self._clock.now())
+            self._changed.set()
 
     def interrupt(self) -> int:
         played = self.played_frames()
         self._written = played
-        self._busy_since = None
+        self._anchor(played, None)
+        self._paused = False
         self._changed.set()
         return played
 
 
 class VirtualMicrophone:
-    """Delivers 16 kHz frames at capture pace; `say` queues audio to come out of it."""
+    """Delivers 16 kHz frames at capture pace; `say` queues audio to come out of it.
 
-    def __init__(self, clock: Clock, sample_rate: int = 16000, frame_samples: int = 512) -> None:
+    With `echo_of`, the microphone also hears that speaker, like a kiosk without an echo
+    canceller: each frame carries what the speaker played meanwhile, scaled by `echo_gain`.
+    """
+
+    def __init__(self, clock: Clock, sample_rate: int = 16000, frame_samples: int = 512,
+                 echo_of: VirtualSpeaker | None = None, echo_gain: float = 0.5) -> None:
         self.sample_rate = sample_rate
         self.frame_samples = frame_samples
         self._clock = clock
@@ -72,6 +129,9 @@ class VirtualMicrophone:
         self._frames_out = 0
         self._drained = asyncio.Event()
         self._drained.set()
+        self._echo_of = echo_of
+        self._echo_gain = echo_gain
+        self._echo_heard = echo_of.played_frames() if echo_of is not None else 0
 
     @property
     def captured_seconds(self) -> float:
@@ -100,4 +160,24 @@ class VirtualMicrophone:
             if not self._pending:
                 self._drained.set()
             self._frames_out += 1
-            yield frame
+            yield self._with_echo(frame, start + self._frames_out * frame_seconds)
+
+    def _with_echo(self, frame: bytes, captured_at: float) -> bytes:
+        if self._echo_of is None:
+            return frame
+        # The speaker's cursor at the moment this frame was captured, not when it is handed
+        # over (the loop may be late): the echo keeps the timing a room would give it.
+        played = self._echo_of.played_frames_at(captured_at)
+        heard = self._echo_of.played_audio(self._echo_heard, played)
+        self._echo_heard = played
+        if not heard:
+            return frame
+        echo = np.frombuffer(heard, dtype=np.int16).astype(np.float64) * self._echo_gain
+        # What played during this frame, at the microphone's rate, ending with the frame.
+        count = min(self.frame_samples,
+                    round(len(echo) * self.sample_rate / self._echo_of.sample_rate))
+        positions = np.linspace(0, len(echo) - 1, count)
+        resampled = np.interp(positions, np.arange(len(echo)), echo)
+        mixed = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
+        mixed[self.frame_samples - count:] += resampled
+        return bytes(np.clip(np.round(mixed), -32768, 32767).astype(np.int16).tobytes())

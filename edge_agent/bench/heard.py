@@ -35,6 +35,7 @@ import numpy as np
 
 from edge_agent.audio import pulse_rig
 from edge_agent.audio.device import Speaker
+from edge_agent.audio.pcm import first_loud_sample
 from edge_agent.clock import MonotonicClock
 from edge_agent.engines.base import SpeechAudio, TextToSpeech
 from edge_agent.errors import AudioDeviceError
@@ -130,10 +131,10 @@ def recorded_length(recording: bytes, unit_pcm: bytes) -> int:
 
 def speech_onset(pcm: bytes) -> int:
     """The first loud sample: the recording is searched from there (ValueError if none)."""
-    loud = np.flatnonzero(np.abs(np.frombuffer(pcm, dtype=np.int16).astype(np.int32)) >= _LOUD)
-    if not len(loud):
+    onset = first_loud_sample(pcm, _LOUD)
+    if onset is None:
         raise ValueError("the unit has no audible speech to find in the recording")
-    return int(loud[0])
+    return onset
 
 
 def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,

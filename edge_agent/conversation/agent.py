@@ -1,71 +1,78 @@
-"""The loop: microphone -> VAD -> STT -> user turn -> LLM -> clauses -> TTS -> speaker.
+"""The loop: microphone -> VAD -> STT -> turn-taking; replies are spoken by the Responder.
 
-One asyncio task listens; one task at a time speaks a reply. Blocking engines run on their
-owner threads. Every unit opened is finalized here, once, from the speaker's played position.
+One asyncio task listens. User speech while the agent is silent becomes a user turn at the end
+of the segment. User speech over the agent is an *overlap*: playback may pause at its onset
+(`pause_on_speech`), and it becomes a barge-in only when it is sustained, has words, is not the
+agent's own echo and the backchannel classifier calls it an interruption. Anything else resumes
+playback where it paused and is logged, not answered.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import re
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.unit_audio import UnitAudioWriter
-from edge_agent.conversation.clauses import ClauseSplitter
-from edge_agent.conversation.segmenter import Boundary, SegmenterSettings, SpeechSegmenter
+from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier, Verdict
+from edge_agent.conversation.echo import EchoFilter, words_played
+from edge_agent.conversation.echo_audio import RATE, echo_coherence, to_compare_rate
+from edge_agent.conversation.replies import Responder
+from edge_agent.conversation.segmenter import Boundary, SpeechSegmenter
+from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
-from edge_agent.engines.base import (
-    ChatMessage,
-    LanguageModel,
-    SpeechRecognizer,
-    TextToSpeech,
-    ToolCall,
-    VoiceActivityDetector,
-)
+from edge_agent.engines.base import Transcript
 from edge_agent.events import (
+    Backchannel,
     BargeIn,
+    EchoIgnored,
     EventLog,
-    LlmRequest,
     Notice,
-    PlaybackStarted,
-    ToolUsed,
+    PlaybackPaused,
+    PlaybackResumed,
+    SessionEnded,
+    SessionStarted,
     TurnDropped,
-    UnitFinalized,
     UserSpeechEnded,
     UserSpeechStarted,
     UserTurn,
 )
-from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
-from edge_agent.heard.truncation import HeardPolicy
-from edge_agent.memory.history import History, assemble_prompt
+from edge_agent.memory.history import History
 from edge_agent.owner import Owner, OwnerThread
 
+__all__ = ["Conversation", "ConversationSettings", "Engines"]
 
-@dataclass(frozen=True)
-class ConversationSettings:
-    system_prompt: str = "You are a helpful voice assistant. Answer in one or two short sentences."
-    greeting: str = ""
-    segmenter: SegmenterSettings = field(default_factory=SegmenterSettings)
-    preroll_ms: int = 256
-    """Audio kept from before the speech onset and fed to the recognizer with it."""
-    barge_in_min_ms: int = 300
-    """User speech this long while the agent talks interrupts it."""
-    heard_policy: HeardPolicy = HeardPolicy.COMPLETED
-    interrupted_marker: str = " [interrupted]"
-    history_turns: int = 20
-    max_tool_hops: int = 3
-    """Rounds of tool calls one reply may make before it is ended."""
+_ECHO_DELAY_S = 0.3
+"""How far the microphone may lag or lead the played-frame cursor (device buffers, the room)."""
+_ECHO_WINDOW_S = 3.0
+"""How much of the latest microphone audio is compared with the playback."""
+_RECHECK_MS = 96
+"""How often an undecided overlap asks the recognizer for its words so far."""
 
 
-@dataclass(frozen=True)
-class Engines:
-    vad: VoiceActivityDetector
-    stt: SpeechRecognizer
-    llm: LanguageModel
-    tts: TextToSpeech
+@dataclass
+class _Overlap:
+    """User speech that began while the agent was speaking: not a turn yet, maybe never."""
+
+    echo_from: int
+    """Speaker frame from which the agent's audio may come back in this speech."""
+    mic: bytearray
+    """The microphone audio of this speech so far (from the pre-roll on)."""
+    mic_at_pause: int
+    """Bytes of `mic` captured when playback paused at the onset."""
+    paused: bool
+    """Playback was paused at the onset."""
+    decided: bool = False
+    """It became a barge-in."""
+    checked_ms: float = 0.0
+    """Speech length at the last look at the recognizer's words."""
+    echo_seen: bool = False
+    """Its words fully matched the agent's once: from then on a weaker match still counts as
+    echo (the recognizer garbles echo, more so the longer it runs)."""
 
 
 class Conversation:
@@ -81,6 +88,8 @@ class Conversation:
         owner: Callable[[str], Owner] = OwnerThread,
         unit_audio: UnitAudioWriter | None = None,
         tools: Toolbox | None = None,
+        classifier: BackchannelClassifier | None = None,
+        echo: EchoFilter | None = None,
     ) -> None:
         self._mic = mic
         self._speaker = speaker
@@ -88,22 +97,27 @@ class Conversation:
         self._settings = settings
         self._log = log
         self.history = history or History()
-        self._ledger = UnitLedger(settings.heard_policy)
-        self._unit_audio = unit_audio
         self._stt_thread = owner("stt")
-        self._llm_thread = owner("llm")
-        self._tts_thread = owner("tts")
-        self._tools_thread = owner("tools")
-        self._tools = tools or Toolbox()
-        self._tool_jobs: set[asyncio.Future[str]] = set()
-        self._reply: asyncio.Task[None] | None = None
-        self._failure: BaseException | None = None
+        self._classifier = classifier or LexiconClassifier()
+        self._echo = echo or EchoFilter()
+        self._echo_lenient = EchoFilter(max(0.3, self._echo.min_match / 2), 1)
+        self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
+                                    history=self.history, owner=owner, unit_audio=unit_audio,
+                                    tools=tools or Toolbox())
         self._hearing = False
+        self._user_turns = 0
+        self._session = 0
+        self._closed_sessions: list[History] = []
 
     @property
     def replying(self) -> bool:
         """True while a reply is being generated, synthesized or played."""
-        return self._reply is not None and not self._reply.done()
+        return self._responder.replying
+
+    @property
+    def histories(self) -> list[History]:
+        """Every session's history, in order (the open one last)."""
+        return [*self._closed_sessions, self.history]
 
     @property
     def busy(self) -> bool:
@@ -113,215 +127,210 @@ class Conversation:
     async def run(self) -> None:
         """Greet (if configured) and converse until cancelled; then finalize what is open."""
         try:
-            if self._settings.greeting:
-                self._start_reply(turn=0)
+            if self._settings.session_start == "immediate":
+                self._open_session("start-up", greet=True)
             await self._listen()
         finally:
-            await self._stop_speaking()
-            for thread in (self._stt_thread, self._llm_thread, self._tts_thread,
-                           self._tools_thread):
-                thread.close()
+            await self._responder.stop()
+            self._stt_thread.close()
+            self._responder.close()
 
     async def _listen(self) -> None:
-        mic = self._mic
+        mic, stt = self._mic, self._engines.stt
         frame_ms = 1000 * mic.frame_samples / mic.sample_rate
         segmenter = SpeechSegmenter(self._settings.segmenter, frame_ms)
         preroll: deque[bytes] = deque(maxlen=max(1, round(self._settings.preroll_ms / frame_ms)))
         frames_seen = 0
-        user_turns = 0
-        stt = self._engines.stt
+        onset = last_activity = 0.0
+        overlap: _Overlap | None = None
+        idle_end = self._settings.idle_end_s
         async for frame in mic.frames():
-            if self._failure is not None:
-                raise self._failure
+            if self._responder.failure is not None:
+                raise self._responder.failure
             frames_seen += 1
             boundary = segmenter.push(self._engines.vad.speech_probability(frame))
             preroll.append(frame)
             audio_time = frames_seen * frame_ms / 1000
+            if self.busy or boundary is not None:
+                last_activity = audio_time
+            elif self._session and idle_end and audio_time - last_activity >= idle_end:
+                await self._end_session()
             if boundary is Boundary.START:
                 self._hearing = True
-                self._log.publish(UserSpeechStarted(audio_time - segmenter.speech_ms / 1000))
+                onset = audio_time - segmenter.speech_ms / 1000
+                self._log.publish(UserSpeechStarted(onset))
                 await self._stt_thread.call(stt.begin)
                 await self._stt_thread.call(stt.feed, b"".join(preroll))
+                overlap = (self._overlap_begins(segmenter.speech_ms, b"".join(preroll))
+                           if self.replying else None)
             elif segmenter.in_speech or boundary is Boundary.END:
                 await self._stt_thread.call(stt.feed, frame)
-            if (segmenter.in_speech and self.replying
-                    and segmenter.speech_ms >= self._settings.barge_in_min_ms):
+                if overlap is not None:
+                    overlap.mic.extend(frame)
+            if (overlap is not None and not overlap.decided and segmenter.in_speech
+                    and self.replying and await self._interrupts(overlap, segmenter.speech_ms)):
+                overlap.decided = True
                 await self._barge_in()
             if boundary is Boundary.END:
                 self._log.publish(UserSpeechEnded(audio_time))
                 transcript = await self._stt_thread.call(stt.end)
                 self._hearing = False
-                if not transcript.text.strip():
-                    self._log.publish(TurnDropped(audio_time))
+                spoken_ms = 1000 * (audio_time - onset) - self._settings.segmenter.end_silence_ms
+                ended, overlap = overlap, None
+                if (ended is not None and not ended.decided
+                        and not await self._overlap_ends(ended, transcript, spoken_ms, audio_time)):
                     continue
-                self._log.publish(UserTurn(
-                    transcript.text, tuple((w.text, w.start, w.end) for w in transcript.words)
-                ))
-                self.history.add_user(transcript.text)
-                await self._stop_speaking()
-                user_turns += 1
-                self._start_reply(user_turns)
+                await self._user_turn(transcript, audio_time)
 
-    def _prompt(self) -> list[ChatMessage]:
-        return assemble_prompt(self._settings.system_prompt, self.history.turns,
-                               self._settings.history_turns, self._settings.interrupted_marker)
-
-    def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
-        messages = self._prompt()
-        self._log.publish(LlmRequest(turn, hop, tuple(dict(m) for m in messages)))
-        llm, tools = self._engines.llm, self._tools.specs()
-
-        def generate() -> Iterator[str | ToolCall]:
-            return llm.stream(messages, tools)
-
-        return self._llm_thread.stream(generate)
-
-    def _start_reply(self, turn: int) -> None:
-        """Answer user turn `turn` (0: the greeting, no model involved)."""
-        self._reply = asyncio.create_task(self._answer(turn), name=f"reply-{turn}")
-        self._reply.add_done_callback(self._check_reply)
-
-    def _check_reply(self, reply: asyncio.Task[None]) -> None:
-        if not reply.cancelled() and reply.exception() is not None:
-            error = reply.exception()
-            # An engine failing inside the reply's task group: surface the engine's own error.
-            while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-                error = error.exceptions[0]
-            self._failure = error
-
-    async def _answer(self, turn: int) -> None:
-        """One reply: model hops (each may speak, call tools, or both) and their speech.
-
-        Text streams into clauses that are synthesized and played while the model goes on;
-        a hop's text is one unit, opened at its first word, so a hop that only calls tools
-        opens none. Units play back to back and each is finalized when its playback ends.
-        """
-        speech: asyncio.Queue[tuple[Unit, str | None] | None] = asyncio.Queue()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._voice(speech, tasks))
-            try:
-                if turn == 0:
-                    await self._speak_hop(_pieces_of(self._settings.greeting), speech)
-                    return
-                if self._tool_jobs:
-                    # A tool from a cut reply still runs (its action happens): the next prompt
-                    # waits for its result.
-                    await asyncio.wait(set(self._tool_jobs))
-                for hop in range(1, self._settings.max_tool_hops + 2):
-                    calls = await self._speak_hop(self._ask(turn, hop), speech)
-                    if not calls:
-                        return
-                    for call in calls:
-                        await self._use_tool(turn, call)
+    async def _user_turn(self, transcript: Transcript, audio_time: float) -> None:
+        text = transcript.text.strip()
+        if not text:
+            self._log.publish(TurnDropped(audio_time))
+            return
+        self._log.publish(UserTurn(
+            transcript.text, tuple((w.text, w.start, w.end) for w in transcript.words)))
+        if not self._session:
+            rest = self._opens_session(text)
+            if rest is None:
                 self._log.publish(Notice(
-                    f"turn {turn}: the model was still calling tools after "
-                    f"{self._settings.max_tool_hops} rounds; its reply ends here"))
-            finally:
-                speech.put_nowait(None)
+                    f"no session open: {text!r} is not the wake phrase; not answered"))
+                return
+            waking = self._settings.session_start == "wake"
+            self._open_session("wake" if waking else "speech", greet=waking and not rest)
+            if not rest:
+                return  # the wake phrase alone: the greeting answers it
+            text = rest
+        self.history.add_user(text)
+        await self._responder.stop()
+        self._user_turns += 1
+        self._responder.start(self._user_turns)
 
-    async def _speak_hop(self, pieces: AsyncIterator[str | ToolCall],
-                         speech: asyncio.Queue[tuple[Unit, str | None] | None]) -> list[ToolCall]:
-        """Stream one hop's text into clauses for the voice; returns the tools it called."""
-        calls: list[ToolCall] = []
-        unit: Unit | None = None
-        leading = ""
-        splitter = ClauseSplitter()
-        async for piece in pieces:
-            if isinstance(piece, ToolCall):
-                calls.append(piece)
-                continue
-            if unit is None:
-                leading += piece
-                if not leading.strip():
-                    continue
-                piece, leading = leading, ""
-                unit = self._ledger.open(self._engines.tts.sample_rate)
-            unit.add_text(piece)
-            for clause in splitter.push(piece):
-                speech.put_nowait((unit, clause))
-        if unit is None and not calls:
-            unit = self._ledger.open(self._engines.tts.sample_rate)  # an empty reply
-        if unit is not None:
-            speech.put_nowait((unit, splitter.flush()))
-            speech.put_nowait((unit, None))
-        return calls
+    def _opens_session(self, text: str) -> str | None:
+        """What to answer if `text` opens a session ("" for nothing), or None if it does not."""
+        if self._settings.session_start != "wake":
+            return text
+        words, phrase = _words(text), _words(self._settings.wake_phrase)
+        for at in range(len(words) - len(phrase) + 1):
+            if words[at:at + len(phrase)] == phrase:
+                return " ".join(text.split()[at + len(phrase):])
+        return None
 
-    async def _voice(self, speech: asyncio.Queue[tuple[Unit, str | None] | None],
-                     tasks: asyncio.TaskGroup) -> None:
-        """Synthesize clauses in order and queue them on the speaker, unit after unit."""
-        while (item := await speech.get()) is not None:
-            unit, clause = item
-            if clause is None:
-                tasks.create_task(self._finish(unit))
-                continue
-            text_start, text_end = unit.audio_text_end, unit.audio_text_end + len(clause)
-            if not clause.strip():
-                unit.add_audio(0, (), text_start, text_end)
-                continue
-            audio = await self._tts_thread.call(self._engines.tts.synthesize, clause)
-            unit.add_audio(audio.samples, audio.words, text_start, text_end)
-            device_frame = self._speaker.write(audio.pcm)
-            if self._unit_audio is not None:
-                self._unit_audio.add(unit.unit_id, audio.pcm)
-            if unit.device_start is None:
-                unit.device_start = device_frame
-                tasks.create_task(self._announce_playback(unit, device_frame))
+    def _open_session(self, how: str, greet: bool) -> None:
+        self._session = len(self._closed_sessions) + 1
+        self._log.publish(SessionStarted(self._session, how))
+        if greet and self._settings.greeting:
+            self._responder.start(turn=0)
 
-    async def _finish(self, unit: Unit) -> None:
-        """Wait until the unit has played out, then finalize it (and any opened before it)."""
-        if unit.device_start is not None:
-            await self._speaker.wait_played(unit.device_start + unit.audio_samples)
-        if not unit.text:
-            self._log.publish(Notice(f"{unit.unit_id}: the reply was empty; nothing to say"))
-        self._record(self._ledger.finalize(unit, unit.audio_samples))
+    async def _end_session(self) -> None:
+        await self._responder.stop()
+        self._log.publish(SessionEnded(self._session))
+        self._closed_sessions.append(self.history)
+        self.history = self._responder.history = History()
+        self._session = 0
 
-    async def _use_tool(self, turn: int, call: ToolCall) -> None:
-        """Run a tool; its call and result reach history even if the reply is cut meanwhile."""
-        job = asyncio.ensure_future(self._tools_thread.call(self._tools.run, call))
+    def _overlap_begins(self, speech_ms: float, heard: bytes) -> _Overlap:
+        heard_for = (speech_ms + self._settings.preroll_ms) / 1000
+        echo_from = self._speaker.played_frames() - int(heard_for * self._speaker.sample_rate)
+        overlap = _Overlap(echo_from=echo_from, mic=bytearray(heard), mic_at_pause=len(heard),
+                           paused=False)
+        # The onset's own sound decides the pause: the agent's echo does not pause it (no
+        # stutter on a kiosk without an echo canceller), anything else does.
+        if self._settings.pause_on_speech and not self._sounds_like_playback(overlap):
+            overlap.paused = True
+            self._speaker.pause()
+            self._log.publish(PlaybackPaused(self._responder.playing_unit))
+        return overlap
 
-        def record(done: asyncio.Future[str]) -> None:
-            self._tool_jobs.discard(done)
-            if done.cancelled():
-                result = "error: cancelled before it ran"
-            elif (error := done.exception()) is not None:
-                result = f"error: {call.name} could not run: {error}"
-            else:
-                result = done.result()
-            self.history.add_tool(call, result)
-            self._log.publish(ToolUsed(turn, call, result))
+    async def _interrupts(self, overlap: _Overlap, speech_ms: float) -> bool:
+        """While the user speaks over the agent: is this already a real interruption?"""
+        settings = self._settings
+        if speech_ms < settings.barge_in_min_ms:
+            return False
+        forced = speech_ms >= settings.barge_in_force_ms
+        if speech_ms - overlap.checked_ms < _RECHECK_MS and not forced:
+            return False
+        overlap.checked_ms = speech_ms
+        text = await self._stt_thread.call(self._engines.stt.partial)
+        # Cutting the agent off early needs words that are clearly not its echo: a garbled
+        # echo still shares some words, in order, with what it was playing.
+        if self._is_echo(text, overlap, lenient=True):
+            return False
+        if forced:
+            return True
+        return (len(text.split()) >= settings.barge_in_min_words
+                and self._classify(text, speech_ms) is Verdict.INTERRUPTION)
 
-        self._tool_jobs.add(job)
-        job.add_done_callback(record)
-        await asyncio.shield(job)
+    async def _overlap_ends(self, overlap: _Overlap, transcript: Transcript, spoken_ms: float,
+                            audio_time: float) -> bool:
+        """An overlap ended before it was judged: True if it is a turn to answer (a barge-in
+        now); otherwise playback resumes where it paused and nothing is truncated."""
+        text = transcript.text.strip()
+        if text and not self._is_echo(text, overlap) and (
+                self._classify(text, spoken_ms) is Verdict.INTERRUPTION):
+            if self.replying:
+                await self._barge_in()
+            return True
+        if not text:
+            self._log.publish(TurnDropped(audio_time))
+        elif self._is_echo(text, overlap):
+            self._log.publish(EchoIgnored(text, self._playing_text(overlap)))
+        else:
+            self._log.publish(Backchannel(text, round(spoken_ms)))
+        if overlap.paused:
+            self._speaker.resume()
+            self._log.publish(PlaybackResumed(self._responder.playing_unit))
+        return False
 
-    async def _announce_playback(self, unit: Unit, device_frame: int) -> None:
-        await self._speaker.wait_played(device_frame + 1)
-        self._log.publish(PlaybackStarted(unit.unit_id))
+    def _classify(self, text: str, speech_ms: float) -> Verdict:
+        return self._classifier.classify(text, speech_ms, self._settings.language)
+
+    def _is_echo(self, text: str, overlap: _Overlap, lenient: bool = False) -> bool:
+        """The agent's own voice: by sound (it correlates with what was played) or by words
+        (they match, in order, the words played meanwhile)."""
+        if self._sounds_like_playback(overlap):
+            overlap.echo_seen = True
+            return True
+        if not text.strip():
+            return False
+        echo = self._echo_lenient if lenient or overlap.echo_seen else self._echo
+        found = echo.is_echo(text, self._playing_text(overlap))
+        overlap.echo_seen |= found and echo is self._echo
+        return found
+
+    def _sounds_like_playback(self, overlap: _Overlap) -> bool:
+        heard = bytes(overlap.mic)
+        if overlap.paused:
+            # Playback stopped at the onset: only what was captured until then (plus the room's
+            # delay) can hold echo; the rest is the user or silence.
+            heard = heard[: overlap.mic_at_pause + 2 * int(_ECHO_DELAY_S * self._mic.sample_rate)]
+        mic = to_compare_rate(heard, self._mic.sample_rate)
+        rate = self._speaker.sample_rate
+        margin = int(_ECHO_DELAY_S * rate)
+        played = to_compare_rate(self._responder.played_audio(
+            overlap.echo_from - margin, self._speaker.played_frames()), rate)
+        # Silence after the cursor (paused, finished, or not yet played), as long as the
+        # microphone has gone on listening, plus the delay the room may add.
+        missing = len(mic) + int(_ECHO_DELAY_S * RATE) - len(played)
+        played = np.concatenate([played, np.zeros(max(missing, int(_ECHO_DELAY_S * RATE)))])
+        # The last few seconds tell (and keep the check cheap on a long overlap).
+        window = int(_ECHO_WINDOW_S * RATE)
+        mic, played = mic[-window:], played[-(window + 2 * int(_ECHO_DELAY_S * RATE)):]
+        return echo_coherence(mic, played) >= self._settings.echo_coherence
+
+    def _playing_text(self, overlap: _Overlap) -> str:
+        """What the agent played from the overlap's start until now, across units."""
+        now = self._speaker.played_frames()
+        parts = []
+        for unit in self._responder.recent_units():
+            start, end = unit.played_at(overlap.echo_from), unit.played_at(now)
+            if end > start:
+                parts.append(words_played(unit.text, unit.words, start, end))
+        return " ".join(p for p in parts if p)
 
     async def _barge_in(self) -> None:
-        playing = self._ledger.open_units[0].unit_id if self._ledger.open_units else None
-        self._log.publish(BargeIn(playing))
-        await self._stop_speaking()
-
-    async def _stop_speaking(self) -> None:
-        """Stop playback at once, cancel the reply's work, finalize every open unit."""
-        reply, self._reply = self._reply, None
-        if reply is None:
-            return
-        played = self._speaker.interrupt()
-        if not reply.done():
-            reply.cancel()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await reply  # its failure, if any, was taken by _check_reply
-        self._record(self._ledger.finalize_all(played))
-
-    def _record(self, finalizes: list[Finalize]) -> None:
-        for finalize in finalizes:
-            self.history.add_finalize(finalize)
-            self._log.publish(UnitFinalized(finalize))
-            if self._unit_audio is not None:
-                self._unit_audio.finish(finalize)
+        self._log.publish(BargeIn(self._responder.playing_unit))
+        await self._responder.stop()
 
 
-async def _pieces_of(text: str) -> AsyncIterator[str | ToolCall]:
-    yield text
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w']+", text.lower())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from edge_agent.audio.pcm import first_loud_sample
 from edge_agent.audio.virtual import VirtualMicrophone
 from edge_agent.clock import Clock
 from edge_agent.demo.callfile import CallerLine
@@ -42,7 +43,9 @@ class ScriptedCaller:
                 elif line.barge_in_after is not None and await self._cue(
                         PlaybackStarted, "start a reply"):
                     await self._clock.sleep(line.barge_in_after)
-                self._log.publish(CallerSpoke(line.say))
+                onset = first_loud_sample(pcm)
+                offset = (onset or 0) / self._mic.sample_rate
+                self._log.publish(CallerSpoke(line.say, round(offset, 4)))
                 self._mic.say(pcm)
                 await self._mic.wait_said()
                 while not self._events.empty():  # cues count only after the line was said

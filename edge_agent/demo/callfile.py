@@ -3,7 +3,12 @@
 ```toml
 [agent]                      # optional: makes the run reproducible with the scripted LLM
 greeting = "Hi, Luigi's. How can I help?"
-replies = ["Sure. For how many people?", "..."]
+replies = [
+  "Sure. For how many people?",
+  # a tool call (say is optional); the next entry answers once the result is in
+  { say = "Let me book that.", tool = "book_table", arguments = { time = "7 PM", people = 4 } },
+  "You're booked.",
+]
 
 [[caller]]
 say = "Hi, I want to book a table for tonight."
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.engines.llm import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
 from edge_agent.tomlfile import parse_toml, read_text
 
@@ -52,15 +58,26 @@ class CallScript:
     lines: tuple[CallerLine, ...]
     greeting: str | None
     """None: use the configured greeting."""
-    replies: tuple[str, ...] | None
+    replies: tuple[ScriptedReply, ...] | None
     """None: the configured language model answers."""
+    tools: tuple[str, ...] | None = None
+    """Tools the model may call in this call (None: those of the config)."""
+    echo_gain: float = 0.0
+    """How loud the agent's own voice comes back into the microphone (0: not at all)."""
 
 
 def load_call(path: Path | None) -> CallScript:
-    if path is None:
-        text = importlib.resources.files("edge_agent.demo").joinpath(DEFAULT_CALL).read_text(
-            encoding="utf-8")
-        return parse_call(text, f"(built-in) {DEFAULT_CALL}")
+    """A call file, or a built-in call by name ("turns", "echo"; None: the default call)."""
+    if path is None or (not path.exists() and path.name == str(path) and path.suffix == ""):
+        name = DEFAULT_CALL if path is None else f"{path}.toml"
+        built_in = importlib.resources.files("edge_agent.demo").joinpath(name)
+        if not built_in.is_file():
+            calls = sorted(p.name.removesuffix(".toml") for p in
+                           importlib.resources.files("edge_agent.demo").iterdir()
+                           if p.name.endswith(".toml"))
+            raise ConfigError(str(path), "--call",
+                              f"no such file, nor a built-in call (built-in: {', '.join(calls)})")
+        return parse_call(built_in.read_text(encoding="utf-8"), f"(built-in) {name}")
     return parse_call(read_text(path, "call file"), str(path))
 
 
@@ -72,22 +89,31 @@ def parse_call(text: str, source: str) -> CallScript:
     agent = data.get("agent", {})
     if not isinstance(agent, dict):
         raise ConfigError(source, "agent", "must be a table ([agent])")
-    extra = set(agent) - {"greeting", "replies"}
+    extra = set(agent) - {"greeting", "replies", "tools", "echo_gain"}
     if extra:
-        raise ConfigError(source, f"agent.{sorted(extra)[0]}", "unknown key (greeting, replies)")
+        raise ConfigError(source, f"agent.{sorted(extra)[0]}",
+                          "unknown key (greeting, replies, tools, echo_gain)")
+    tools = agent.get("tools")
+    if tools is not None and (not isinstance(tools, list)
+                              or not all(isinstance(t, str) and t for t in tools)):
+        raise ConfigError(source, "agent.tools",
+                          'must be a list of tool names, e.g. ["book_table"]')
+    echo_gain = agent.get("echo_gain", 0.0)
+    if isinstance(echo_gain, bool) or not isinstance(echo_gain, int | float) or not (
+            0 <= echo_gain <= 1):
+        raise ConfigError(source, "agent.echo_gain",
+                          f"must be a number from 0 (no echo) to 1, got {echo_gain!r}")
     greeting = agent.get("greeting")
     if greeting is not None and not isinstance(greeting, str):
         raise ConfigError(source, "agent.greeting", "must be a string")
     replies = agent.get("replies")
-    if replies is not None and (
-        not isinstance(replies, list) or not all(isinstance(r, str) for r in replies)
-    ):
-        raise ConfigError(source, "agent.replies", "must be a list of strings")
+    scripted = None if replies is None else parse_replies(replies, source, "agent.replies")
     callers = data.get("caller", [])
     if not isinstance(callers, list) or not callers:
         raise ConfigError(source, "caller", "needs at least one [[caller]] line with `say`")
     lines = tuple(_line(entry, source, f"caller[{i + 1}]") for i, entry in enumerate(callers))
-    return CallScript(source, lines, greeting, tuple(replies) if replies is not None else None)
+    return CallScript(source, lines, greeting, scripted,
+                      tuple(tools) if tools is not None else None, float(echo_gain))
 
 
 def _line(entry: Any, source: str, key: str) -> CallerLine:

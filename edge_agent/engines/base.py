@@ -85,6 +85,10 @@ class SpeechRecognizer(Protocol):
 
     def feed(self, pcm: bytes) -> None: ...
 
+    def partial(self) -> str:
+        """The words recognized so far in this utterance (may still change)."""
+        ...
+
     def end(self) -> Transcript:
         """Finish the utterance and return what was said."""
         ...

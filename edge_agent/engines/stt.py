@@ -38,6 +38,13 @@ class PocketSphinxRecognizer:
     def feed(self, pcm: bytes) -> None:
         self._decoder.process_raw(pcm, False, False)
 
+    def partial(self) -> str:
+        hypothesis = self._decoder.hyp()
+        if hypothesis is None:
+            return ""
+        words = (_VARIANT.sub("", w) for w in hypothesis.hypstr.split())
+        return " ".join(w for w in words if not _FILLER.match(w))
+
     def end(self) -> Transcript:
         self._decoder.end_utt()
         words = []
@@ -78,6 +85,11 @@ class VoskRecognizer:
     def feed(self, pcm: bytes) -> None:
         if self._recognizer.AcceptWaveform(pcm):
             self._results.append(json.loads(self._recognizer.Result()))
+
+    def partial(self) -> str:
+        done = " ".join(r.get("text", "") for r in self._results).strip()
+        pending = str(json.loads(self._recognizer.PartialResult()).get("partial", ""))
+        return f"{done} {pending}".strip()
 
     def end(self) -> Transcript:
         self._results.append(json.loads(self._recognizer.FinalResult()))

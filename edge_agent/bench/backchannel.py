@@ -1,0 +1,184 @@
+"""`edge-agent bench backchannel`: the backchannel classifier on real speech.
+
+Each corpus clip (`backchannel_corpus.toml`: what the listener says, the right verdict, the
+language) is spoken by Piper, resampled to the recognizer's rate, transcribed by the recognizer
+in 100 ms pieces as the live loop streams it, and the transcript classified with
+speech_ms = the clip's duration. The said text is classified as well, without audio, so a
+wrong verdict can be put down to the recognizer (the text alone was right) or to the lexicon.
+
+Missing a real interruption is the expensive mistake (the agent talks over the listener); a
+false interruption only cuts the agent short. Both rates are reported, per clip language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from edge_agent.audio.pcm import resample
+from edge_agent.conversation.backchannel import LANGUAGES, BackchannelClassifier, Verdict
+from edge_agent.engines.base import SpeechRecognizer, TextToSpeech
+from edge_agent.errors import ConfigError
+from edge_agent.tomlfile import parse_toml, read_text
+
+CORPUS = Path(__file__).with_name("backchannel_corpus.toml")
+"""The built-in corpus."""
+
+_CHUNK_MS = 100
+
+
+@dataclass(frozen=True)
+class CorpusClip:
+    """One line of the corpus."""
+
+    say: str
+    """What the listener says (the text Piper speaks)."""
+    label: Verdict
+    """The right verdict."""
+    language: str
+    """The language the line is in (one of `LANGUAGES`)."""
+
+
+@dataclass(frozen=True)
+class ClipResult:
+    """One clip, spoken, recognized and classified."""
+
+    say: str
+    """The text spoken."""
+    language: str
+    """The clip's language."""
+    classified_as: str
+    """The language passed to the classifier."""
+    speech_ms: float
+    """Duration of the spoken clip."""
+    transcript: str
+    """What the recognizer made of it."""
+    expected: Verdict
+    """The corpus label."""
+    got: Verdict
+    """The classifier's verdict on the transcript."""
+    got_from_text: Verdict
+    """The classifier's verdict on the said text itself (no audio)."""
+
+    @property
+    def correct(self) -> bool:
+        return self.got == self.expected
+
+
+def load_corpus(path: Path | None = None) -> tuple[CorpusClip, ...]:
+    """The clips of a corpus file (the built-in one by default); ConfigError if malformed."""
+    path = path or CORPUS
+    source = str(path)
+    data = parse_toml(read_text(path, "backchannel corpus"), source)
+    clips = data.get("clip")
+    if set(data) != {"clip"} or not isinstance(clips, list) or not clips:
+        raise ConfigError(source, "clip", "needs [[clip]] tables (say, label, language) and "
+                          "nothing else at the top level")
+    return tuple(_clip(entry, source, f"clip[{i + 1}]") for i, entry in enumerate(clips))
+
+
+def _clip(entry: Any, source: str, key: str) -> CorpusClip:
+    if not isinstance(entry, dict):
+        raise ConfigError(source, key, "must be a table ([[clip]])")
+    extra = set(entry) - {"say", "label", "language"}
+    if extra:
+        raise ConfigError(source, f"{key}.{sorted(extra)[0]}", "unknown key (say, label, language)")
+    say = entry.get("say")
+    if not isinstance(say, str) or not say.strip():
+        raise ConfigError(source, f"{key}.say", "must be a non-empty string")
+    labels = [v.value for v in Verdict]
+    if entry.get("label") not in labels:
+        raise ConfigError(source, f"{key}.label", f"must be one of {', '.join(labels)}, "
+                          f"got {entry.get('label')!r}")
+    language = entry.get("language")
+    if language not in LANGUAGES:
+        raise ConfigError(source, f"{key}.language", f"must be one of {', '.join(LANGUAGES)}, "
+                          f"got {language!r}")
+    return CorpusClip(say, Verdict(entry["label"]), str(language))
+
+
+def run_corpus(tts: TextToSpeech, stt: SpeechRecognizer, classifier: BackchannelClassifier,
+               clips: Sequence[CorpusClip], language: str | None = None,
+               progress: Callable[[ClipResult], None] | None = None) -> dict[str, Any]:
+    """Speak, recognize and classify every clip. `language`: what the classifier is told (the
+    configured conversation language); None tells it each clip's own language."""
+    results = []
+    for clip in clips:
+        result = _one_clip(tts, stt, classifier, clip, language or clip.language)
+        results.append(result)
+        if progress is not None:
+            progress(result)
+    by_language = {lang: _totals([r for r in results if r.language == lang])
+                   for lang in dict.fromkeys(r.language for r in results)}
+    return {
+        "benchmark": "backchannel",
+        "path": f"{type(tts).__name__} -> {stt.sample_rate} Hz -> {type(stt).__name__} -> "
+                f"{type(classifier).__name__}",
+        "language": language or "per clip",
+        "summary": _totals(results),
+        "by_language": by_language,
+        "text_summary": _totals(results, from_text=True),
+        "clips": [{**asdict(r), "expected": r.expected.value, "got": r.got.value,
+                   "got_from_text": r.got_from_text.value, "correct": r.correct}
+                  for r in results],
+    }
+
+
+def _one_clip(tts: TextToSpeech, stt: SpeechRecognizer, classifier: BackchannelClassifier,
+              clip: CorpusClip, language: str) -> ClipResult:
+    audio = tts.synthesize(clip.say)
+    pcm = resample(audio.pcm, audio.sample_rate, stt.sample_rate)
+    chunk = stt.sample_rate * _CHUNK_MS // 1000 * 2
+    stt.begin()
+    for start in range(0, len(pcm), chunk):
+        stt.feed(pcm[start:start + chunk])
+    transcript = stt.end().text
+    speech_ms = round(audio.samples * 1000 / audio.sample_rate, 1)
+    return ClipResult(
+        say=clip.say, language=clip.language, classified_as=language, speech_ms=speech_ms,
+        transcript=transcript, expected=clip.label,
+        got=Verdict(classifier.classify(transcript, speech_ms, language)),
+        got_from_text=Verdict(classifier.classify(clip.say, speech_ms, language)))
+
+
+def _totals(results: Sequence[ClipResult], from_text: bool = False) -> dict[str, Any]:
+    def verdict(r: ClipResult) -> Verdict:
+        return r.got_from_text if from_text else r.got
+
+    backchannels = [r for r in results if r.expected is Verdict.BACKCHANNEL]
+    interruptions = [r for r in results if r.expected is Verdict.INTERRUPTION]
+    correct = sum(verdict(r) == r.expected for r in results)
+    false = sum(verdict(r) is Verdict.INTERRUPTION for r in backchannels)
+    missed = sum(verdict(r) is Verdict.BACKCHANNEL for r in interruptions)
+    return {
+        "clips": len(results), "correct": correct, "accuracy_percent": _percent(correct, results),
+        "backchannels": len(backchannels), "false_interruptions": false,
+        "false_interruption_percent": _percent(false, backchannels),
+        "interruptions": len(interruptions), "missed_interruptions": missed,
+        "missed_interruption_percent": _percent(missed, interruptions),
+    }
+
+
+def _percent(count: int, of: Sequence[object]) -> float:
+    return round(100 * count / len(of), 1) if of else 0.0
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"backchannel classifier: {result['path']}, language {result['language']}",
+             f"{'clips':<14}{'n':>4}{'accuracy':>10}{'false int.':>16}{'missed int.':>16}"]
+    for name, totals in [*result["by_language"].items(), ("all", result["summary"]),
+                         ("all, text only", result["text_summary"])]:
+        lines.append(
+            f"{name:<14}{totals['clips']:>4}{totals['accuracy_percent']:>9.1f}%"
+            f"{totals['false_interruptions']:>5}/{totals['backchannels']:<3}"
+            f"{totals['false_interruption_percent']:>6.1f}%"
+            f"{totals['missed_interruptions']:>5}/{totals['interruptions']:<3}"
+            f"{totals['missed_interruption_percent']:>6.1f}%")
+    wrong = [c for c in result["clips"] if not c["correct"]]
+    if wrong:
+        lines.append("wrong (said -> transcript: expected, got):")
+        lines.extend(f"  [{c['language']}] {c['say']!r} -> {c['transcript']!r}: {c['expected']}, "
+                     f"got {c['got']}" for c in wrong)
+    return "\n".join(lines)

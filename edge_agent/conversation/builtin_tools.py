@@ -1,0 +1,146 @@
+"""Tools that ship with edge-agent, and loading the tools a config enables.
+
+`book_table` writes bookings to SQLite (sqlite-utils, WAL). A config names tools by built-in
+name or by a dotted path "package.module:factory" to a callable `(db_path) -> Tool` (or a
+sequence of tools), so a deployment adds its own actions without touching the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from edge_agent.conversation.tools import Tool, Toolbox
+from edge_agent.errors import ConfigError
+
+MAX_PEOPLE = 20
+"""Largest party `book_table` accepts; bigger groups need a person, not a voice agent."""
+_MAX_TIME_CHARS = 40
+
+BOOK_TABLE_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "time": {"type": "string", "description": "when, as the caller said it"},
+        "people": {"type": "integer", "description": f"how many people, 1 to {MAX_PEOPLE}"},
+    },
+    "required": ["time", "people"],
+}
+
+
+class TableBookings:
+    """The `bookings` table of one SQLite file.
+
+    sqlite3 connections belong to the thread that opened them. The conversation runs tools on
+    its "tools" owner thread, but that thread is only known at the first call (and a restarted
+    conversation gets a new one), so each calling thread opens its own connection lazily.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self._local = threading.local()
+
+    def _db(self) -> Database:
+        db: Database | None = getattr(self._local, "db", None)
+        if db is None:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            db = Database(self.db_path)
+            # WAL: readers (a `sessions` command, a dashboard) never block a booking.
+            db.enable_wal()
+            db["bookings"].create(  # type: ignore[union-attr]
+                {"id": int, "time": str, "people": int, "booked_at": str},
+                pk="id", if_not_exists=True)
+            self._local.db = db
+        return db
+
+    def book(self, time: str, people: int) -> str:
+        """Book a table; the result (or `error: ...`) is phrased for the model to say."""
+        if not isinstance(time, str) or not time.strip():
+            return 'error: the time is missing; ask the caller when they want to come (e.g. "7 PM")'
+        if len(time) > _MAX_TIME_CHARS:
+            return f'error: "{time[:_MAX_TIME_CHARS]}..." is not a time; ask for one like "7 PM"'
+        if isinstance(people, bool) or not isinstance(people, int) or not 1 <= people <= MAX_PEOPLE:
+            return (f"error: a table is for 1 to {MAX_PEOPLE} people, not {people!r}; ask how many "
+                    "people are coming")
+        db = self._db()
+        row = {"time": time.strip(), "people": people,
+               "booked_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        # One transaction per booking, committed before the result is returned: the caller is
+        # told "booked" only once the row is on disk.
+        with db.atomic():
+            booking_id = db["bookings"].insert(row).last_pk  # type: ignore[union-attr]
+        guests = "person" if people == 1 else "people"
+        return (f"booked: a table for {people} {guests} at {row['time']}, "
+                f"booking reference B{booking_id}")
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread ends)."""
+        db: Database | None = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+def book_table_tool(db_path: Path) -> Tool:
+    """`book_table(time, people)`: a row in the `bookings` table of `db_path`."""
+    bookings = TableBookings(db_path)
+    return Tool(
+        "book_table",
+        "Book a table at the restaurant.",
+        BOOK_TABLE_PARAMETERS,
+        bookings.book,
+    )
+
+
+BUILTIN: dict[str, Callable[[Path], Tool]] = {"book_table": book_table_tool}
+"""Built-in tools by the name a config uses; each factory takes the database path."""
+
+
+def load_tools(names: Sequence[str], db_path: Path, source: str) -> Toolbox:
+    """Built-in names, or dotted paths "package.module:factory" to a callable (db_path) -> Tool
+    or -> Sequence[Tool]. Unknown name / import failure -> ConfigError(source, "tools.enabled",
+    reason)."""
+    tools: list[Tool] = []
+    for name in names:
+        made = _make(name, db_path, source)
+        for tool in made:
+            if any(t.name == tool.name for t in tools):
+                raise ConfigError(source, "tools.enabled",
+                                  f"two enabled tools are named {tool.name!r} ({name!r} adds the "
+                                  "second); enable each tool once")
+            tools.append(tool)
+    return Toolbox(tools)
+
+
+def _make(name: str, db_path: Path, source: str) -> list[Tool]:
+    def fail(reason: str) -> ConfigError:
+        return ConfigError(source, "tools.enabled", reason)
+
+    if name in BUILTIN:
+        return [BUILTIN[name](db_path)]
+    if ":" not in name:
+        raise fail(f"unknown tool {name!r}: use a built-in tool ({', '.join(BUILTIN)}) or a "
+                   "dotted path 'package.module:factory'")
+    module_name, _, attribute = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure is the user's module, reported as such
+        raise fail(f"cannot import module {module_name!r} for tool {name!r}: "
+                   f"{type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise fail(f"module {module_name!r} has no callable {attribute!r} (tool {name!r}); "
+                   "it must be a function (db_path) -> Tool")
+    try:
+        made = factory(db_path)
+    except Exception as exc:
+        raise fail(f"tool factory {name!r} failed: {type(exc).__name__}: {exc}") from exc
+    result = [made] if isinstance(made, Tool) else made
+    if not isinstance(result, Sequence) or not all(isinstance(t, Tool) for t in result):
+        raise fail(f"tool factory {name!r} returned {type(made).__name__}; it must return a "
+                   "Tool or a list of Tools (edge_agent.conversation.tools.Tool)")
+    return list(result)

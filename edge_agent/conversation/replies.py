@@ -1,0 +1,251 @@
+"""Speaking: a reply from model hops to clauses, speech, playback and one Finalize per unit.
+
+A reply is a sequence of model hops. Text streams into clauses that are synthesized and queued
+on the speaker while the model goes on; a hop's text is one unit, opened at its first word, so a
+hop that only calls tools opens none. Units play back to back and each is finalized when its
+playback ends, or, on a barge-in, where the device's played position leaves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+
+from edge_agent.audio.device import Speaker
+from edge_agent.audio.unit_audio import UnitAudioWriter
+from edge_agent.conversation.clauses import ClauseSplitter
+from edge_agent.conversation.settings import ConversationSettings, Engines
+from edge_agent.conversation.tools import Toolbox
+from edge_agent.engines.base import ChatMessage, ToolCall
+from edge_agent.events import EventLog, LlmRequest, Notice, PlaybackStarted, ToolUsed, UnitFinalized
+from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
+from edge_agent.memory.history import History, assemble_prompt
+from edge_agent.owner import Owner
+
+_KEEP_SECONDS = 10.0
+"""How much recently played audio is kept for telling echo from the user."""
+
+
+class Responder:
+    """Owns the speaker side: one reply at a time, the unit ledger, and what it records."""
+
+    def __init__(self, *, speaker: Speaker, engines: Engines, settings: ConversationSettings,
+                 log: EventLog, history: History, owner: Callable[[str], Owner],
+                 unit_audio: UnitAudioWriter | None, tools: Toolbox) -> None:
+        self._speaker = speaker
+        self._engines = engines
+        self._settings = settings
+        self._log = log
+        self.history = history
+        self._ledger = UnitLedger(settings.heard_policy)
+        self._recent: deque[Unit] = deque(maxlen=4)
+        self._played: deque[tuple[int, bytes]] = deque()  # (device frame, audio) written lately
+        self._unit_audio = unit_audio
+        self._tools = tools
+        self._llm_thread = owner("llm")
+        self._tts_thread = owner("tts")
+        self._tools_thread = owner("tools")
+        self._tool_jobs: set[asyncio.Future[str]] = set()
+        self._reply: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        """An engine error raised inside a reply, for the loop to surface."""
+
+    @property
+    def replying(self) -> bool:
+        """True while a reply is being generated, synthesized or played."""
+        return self._reply is not None and not self._reply.done()
+
+    @property
+    def playing_unit(self) -> str | None:
+        return self._ledger.open_units[0].unit_id if self._ledger.open_units else None
+
+    def start(self, turn: int) -> None:
+        """Answer user turn `turn` (0: the greeting, no model involved)."""
+        self._reply = asyncio.create_task(self._answer(turn), name=f"reply-{turn}")
+        self._reply.add_done_callback(self._check_reply)
+
+    def played_audio(self, start: int, end: int) -> bytes:
+        """The audio written for device frames [start, end), as far as it is still kept
+        (the last `_KEEP_SECONDS`); silence where nothing was written."""
+        out = bytearray(2 * max(0, end - start))
+        for frame, pcm in self._played:
+            first, last = max(start, frame), min(end, frame + len(pcm) // 2)
+            if first < last:
+                out[2 * (first - start):2 * (last - start)] = pcm[2 * (first - frame):
+                                                                  2 * (last - frame)]
+        return bytes(out)
+
+    def recent_units(self) -> tuple[Unit, ...]:
+        """The last few units opened (finalized or not), oldest first."""
+        return tuple(self._recent)
+
+    def close(self) -> None:
+        for thread in (self._llm_thread, self._tts_thread, self._tools_thread):
+            thread.close()
+
+    def _check_reply(self, reply: asyncio.Task[None]) -> None:
+        if not reply.cancelled() and reply.exception() is not None:
+            error = reply.exception()
+            # An engine failing inside the reply's task group: surface the engine's own error.
+            while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                error = error.exceptions[0]
+            self.failure = error
+
+    def _prompt(self) -> list[ChatMessage]:
+        return assemble_prompt(self._settings.system_prompt, self.history.turns,
+                               self._settings.history_turns, self._settings.interrupted_marker)
+
+    def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
+        messages = self._prompt()
+        self._log.publish(LlmRequest(turn, hop, tuple(dict(m) for m in messages)))
+        llm, tools = self._engines.llm, self._tools.specs()
+
+        def generate() -> Iterator[str | ToolCall]:
+            return llm.stream(messages, tools)
+
+        return self._llm_thread.stream(generate)
+
+    async def _answer(self, turn: int) -> None:
+        """One reply: model hops (each may speak, call tools, or both) and their speech."""
+        speech: asyncio.Queue[tuple[Unit, str | None] | None] = asyncio.Queue()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._voice(speech, tasks))
+            try:
+                if turn == 0:
+                    await self._speak_hop(_pieces_of(self._settings.greeting), speech)
+                    return
+                if self._tool_jobs:
+                    # A tool from a cut reply still runs (its action happens): the next prompt
+                    # waits for its result.
+                    await asyncio.wait(set(self._tool_jobs))
+                for hop in range(1, self._settings.max_tool_hops + 2):
+                    calls = await self._speak_hop(self._ask(turn, hop), speech)
+                    if not calls:
+                        return
+                    for call in calls:
+                        await self._use_tool(turn, call)
+                self._log.publish(Notice(
+                    f"turn {turn}: the model was still calling tools after "
+                    f"{self._settings.max_tool_hops} rounds; its reply ends here"))
+            finally:
+                speech.put_nowait(None)
+
+    async def _speak_hop(self, pieces: AsyncIterator[str | ToolCall],
+                         speech: asyncio.Queue[tuple[Unit, str | None] | None]) -> list[ToolCall]:
+        """Stream one hop's text into clauses for the voice; returns the tools it called."""
+        calls: list[ToolCall] = []
+        unit: Unit | None = None
+        leading = ""
+        splitter = ClauseSplitter()
+        async for piece in pieces:
+            if isinstance(piece, ToolCall):
+                calls.append(piece)
+                continue
+            if unit is None:
+                leading += piece
+                if not leading.strip():
+                    continue
+                piece, leading = leading, ""
+                unit = self._open_unit()
+            unit.add_text(piece)
+            for clause in splitter.push(piece):
+                speech.put_nowait((unit, clause))
+        if unit is None and not calls:
+            unit = self._open_unit()  # an empty reply
+        if unit is not None:
+            speech.put_nowait((unit, splitter.flush()))
+            speech.put_nowait((unit, None))
+        return calls
+
+    async def _voice(self, speech: asyncio.Queue[tuple[Unit, str | None] | None],
+                     tasks: asyncio.TaskGroup) -> None:
+        """Synthesize clauses in order and queue them on the speaker, unit after unit."""
+        while (item := await speech.get()) is not None:
+            unit, clause = item
+            if clause is None:
+                tasks.create_task(self._finish(unit))
+                continue
+            text_start, text_end = unit.audio_text_end, unit.audio_text_end + len(clause)
+            if not clause.strip():
+                unit.add_audio(0, (), text_start, text_end)
+                continue
+            audio = await self._tts_thread.call(self._engines.tts.synthesize, clause)
+            unit.add_audio(audio.samples, audio.words, text_start, text_end)
+            device_frame = self._speaker.write(audio.pcm)
+            self._keep_played(device_frame, audio.pcm)
+            if self._unit_audio is not None:
+                self._unit_audio.add(unit.unit_id, audio.pcm)
+            if unit.device_start is None:
+                unit.device_start = device_frame
+                tasks.create_task(self._announce_playback(unit, device_frame))
+
+    async def _finish(self, unit: Unit) -> None:
+        """Wait until the unit has played out, then finalize it (and any opened before it)."""
+        if unit.device_start is not None:
+            await self._speaker.wait_played(unit.device_start + unit.audio_samples)
+        if not unit.text:
+            self._log.publish(Notice(f"{unit.unit_id}: the reply was empty; nothing to say"))
+        self._record(self._ledger.finalize(unit, unit.audio_samples))
+
+    async def _use_tool(self, turn: int, call: ToolCall) -> None:
+        """Run a tool; its call and result reach history even if the reply is cut meanwhile."""
+        job = asyncio.ensure_future(self._tools_thread.call(self._tools.run, call))
+
+        def record(done: asyncio.Future[str]) -> None:
+            self._tool_jobs.discard(done)
+            if done.cancelled():
+                result = "error: cancelled before it ran"
+            elif (error := done.exception()) is not None:
+                result = f"error: {call.name} could not run: {error}"
+            else:
+                result = done.result()
+            self.history.add_tool(call, result)
+            self._log.publish(ToolUsed(turn, call, result))
+
+        self._tool_jobs.add(job)
+        job.add_done_callback(record)
+        await asyncio.shield(job)
+
+    def _keep_played(self, frame: int, pcm: bytes) -> None:
+        self._played.append((frame, pcm))
+        horizon = frame + len(pcm) // 2 - int(_KEEP_SECONDS * self._speaker.sample_rate)
+        while self._played and self._played[0][0] + len(self._played[0][1]) // 2 < horizon:
+            self._played.popleft()
+
+    def _open_unit(self) -> Unit:
+        unit = self._ledger.open(self._engines.tts.sample_rate)
+        self._recent.append(unit)
+        return unit
+
+    async def _announce_playback(self, unit: Unit, device_frame: int) -> None:
+        await self._speaker.wait_played(device_frame + 1)
+        self._log.publish(PlaybackStarted(unit.unit_id))
+
+    async def stop(self) -> None:
+        """Stop playback at once (no tail, queue dropped), cancel the reply's LLM and TTS work,
+        and finalize every open unit where the device's played position leaves it."""
+        reply, self._reply = self._reply, None
+        if reply is None:
+            return
+        played = self._speaker.interrupt()
+        # Frames past `played` were dropped unheard; later audio reuses their numbers.
+        self._played = deque((frame, pcm[: 2 * max(0, played - frame)])
+                             for frame, pcm in self._played if frame < played)
+        if not reply.done():
+            reply.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await reply  # its failure, if any, was taken by _check_reply
+        self._record(self._ledger.finalize_all(played))
+
+    def _record(self, finalizes: list[Finalize]) -> None:
+        for finalize in finalizes:
+            self.history.add_finalize(finalize)
+            self._log.publish(UnitFinalized(finalize))
+            if self._unit_audio is not None:
+                self._unit_audio.finish(finalize)
+
+
+async def _pieces_of(text: str) -> AsyncIterator[str | ToolCall]:
+    yield text

@@ -1,0 +1,90 @@
+"""Turn-taking end to end on the real engines (Silero, PocketSphinx, Piper) through the
+clock-paced virtual audio pair: the built-in `turns` and `echo` calls of `edge-agent demo`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.models
+
+
+def _demo(tmp_path: Path, call: str, config: str = "") -> dict[str, Any]:
+    out = tmp_path / "session.json"
+    settings = tmp_path / "edge-agent.toml"
+    settings.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n{config}",
+                        encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "--config", str(settings), "demo", "--call", call,
+         "--json", str(out)], capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    record["stdout"] = done.stdout
+    return record
+
+
+def _types(record: dict[str, Any]) -> list[str]:
+    return [e["type"] for e in record["events"]]
+
+
+def test_a_backchannel_is_not_answered_and_a_real_interruption_is(tmp_path: Path) -> None:
+    record = _demo(tmp_path, "turns")
+    types = _types(record)
+    assert types.count("Backchannel") == 1, record["stdout"]
+    assert types.count("BargeIn") == 1, record["stdout"]
+    assert types.index("Backchannel") < types.index("BargeIn")
+    # Paused at both onsets; resumed only after the backchannel.
+    assert types.count("PlaybackPaused") == 2 and types.count("PlaybackResumed") == 1
+    first, second, third = record["units"][:3]
+    assert first["heard"] == first["generated"] and not first["interrupted"]
+    assert second["interrupted"] and second["heard"]
+    assert second["generated"].startswith(second["heard"])
+    users = [t["text"] for t in record["turns"] if t["role"] == "user"]
+    assert len(users) == 3 and "sunday" in users[2], users  # "okay" is not a turn
+    assert third["heard"] == "Of course. On Sunday we open at ten."
+    # The cut reply reached the model marked, and only as far as it was heard.
+    last = record["llm_requests"][-1]["messages"]
+    assert {"role": "assistant", "content": second["heard"] + " [interrupted]"} in last
+
+
+@pytest.mark.parametrize("pause_on_speech", [True, False])
+def test_the_agents_own_echo_never_interrupts_it(tmp_path: Path, pause_on_speech: bool) -> None:
+    config = f"[turns]\npause_on_speech = {str(pause_on_speech).lower()}\n"
+    record = _demo(tmp_path, "echo", config)
+    types = _types(record)
+    # The microphone did hear the agent (speech beyond the caller's one question)...
+    assert types.count("UserSpeechStarted") >= 2, record["stdout"]
+    # ...and it cut nothing, paused nothing, answered nothing.
+    assert "BargeIn" not in types, record["stdout"]
+    assert "PlaybackPaused" not in types, record["stdout"]  # no stutter on its own voice
+    (unit,) = record["units"]
+    assert unit["heard"] == unit["generated"]
+    assert [t["role"] for t in record["turns"]] == ["user", "assistant"]
+
+
+def test_a_booking_made_by_a_tool_stays_in_history_when_its_confirmation_is_cut(
+        tmp_path: Path) -> None:
+    import sqlite_utils
+
+    record = _demo(tmp_path, "booking")
+    rows = list(sqlite_utils.Database(tmp_path / "data" / "edge-agent.db")["bookings"].rows)
+    assert [(r["time"], r["people"]) for r in rows] == [("7 PM", 4)]
+    roles = [t["role"] for t in record["turns"]]
+    assert roles[:2] == ["user", "tool"], record["turns"]
+    tool = record["turns"][1]
+    assert tool["name"] == "book_table" and tool["result"].startswith("booked:")
+    confirmation = next(u for u in record["units"] if u["generated"].startswith("Done!"))
+    assert confirmation["interrupted"] and "B1" not in confirmation["heard"]
+    # The second hop was asked with the tool's result; the reply after the cut knows the
+    # booking happened even though its confirmation was not heard in full.
+    hops = [(r["turn"], r["hop"]) for r in record["llm_requests"]]
+    assert hops[:2] == [(1, 1), (1, 2)]
+    after_cut = record["llm_requests"][-1]["messages"]
+    assert any(m["role"] == "tool" and "B1" in m["content"] for m in after_cut)
+    assert {"role": "assistant",
+            "content": confirmation["heard"] + " [interrupted]"} in after_cut
