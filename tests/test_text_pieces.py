@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edge_agent.conversation.clauses import ClauseSplitter
+from edge_agent.conversation.clauses import ClauseSplitter, MarkerFilter
 from edge_agent.conversation.segmenter import Boundary, SegmenterSettings, SpeechSegmenter
 
 
@@ -39,3 +39,23 @@ def test_segmenter_onset_and_end_of_turn() -> None:
     boundaries = [(i, b) for i, p in enumerate(probabilities) if (b := segmenter.push(p))]
     # Onset needs 3 consecutive speech frames (96 ms); the end needs 10 quiet ones (320 ms).
     assert boundaries == [(4, Boundary.START), (21, Boundary.END)]
+
+
+@given(st.lists(st.text(alphabet="ab [].,iterupd\n", max_size=8), max_size=12))
+def test_marker_filter_passes_text_without_the_marker_unchanged(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    marker_filter = MarkerFilter(" [interrupted]")
+    out = "".join(marker_filter.push(p) for p in pieces) + marker_filter.flush()
+    if "[interrupted]" not in text:
+        assert out == text
+    else:
+        assert "[interrupted]" not in out
+
+
+def test_marker_filter_cuts_the_marker_even_in_pieces() -> None:
+    marker_filter = MarkerFilter(" [interrupted]")
+    pieces = ["No dogs", ", sorry.", " [", "inter", "rupted", "]", " Anything else?"]
+    out = "".join(marker_filter.push(p) for p in pieces) + marker_filter.flush()
+    assert out == "No dogs, sorry. Anything else?"
+    off = MarkerFilter("")
+    assert off.push("kept [interrupted]") + off.flush() == "kept [interrupted]"

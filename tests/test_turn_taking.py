@@ -134,3 +134,14 @@ async def test_long_speech_without_words_forces_the_interruption() -> None:
     await stop(task)
     said = h.at(PlaybackStarted)[0] + 0.5
     assert 1.4 <= barge - said <= 1.7  # 1500 ms of speech, 32 ms frames
+
+
+async def test_a_model_imitating_the_marker_is_not_made_to_say_it() -> None:
+    h = Harness(transcripts=["can i bring my dog"], replies=["No dogs, sorry. [interrupted]"],
+                greeting="")
+    task = await h.start()
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
+    await stop(task)
+    unit = h.events(UnitFinalized)[0].finalize  # type: ignore[attr-defined]
+    assert unit.generated == unit.heard == "No dogs, sorry."

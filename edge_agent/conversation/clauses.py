@@ -46,3 +46,33 @@ class ClauseSplitter:
             if soft:
                 return soft[0].end()
         return None
+
+
+class MarkerFilter:
+    """Removes the prompt's interruption marker from streamed model text.
+
+    Small models imitate their history: given turns that end in " [interrupted]", they end their
+    own replies with it, and the voice would say it. The marker is ours, never the model's, so it
+    is cut out of the stream with the whitespace before it, also when it arrives in pieces.
+    """
+
+    def __init__(self, marker: str) -> None:
+        self._marker = marker.strip()
+        self._whole = re.compile(r"\s*" + re.escape(self._marker)) if self._marker else None
+        self._pending = ""
+
+    def push(self, piece: str) -> str:
+        if self._whole is None:
+            return piece
+        text = self._whole.sub("", self._pending + piece)
+        hold = len(text.rstrip())  # trailing whitespace may precede a marker
+        for size in range(min(len(self._marker) - 1, len(text)), 0, -1):
+            if self._marker.startswith(text[-size:]):
+                hold = len(text[:-size].rstrip())
+                break
+        self._pending = text[hold:]
+        return text[:hold]
+
+    def flush(self) -> str:
+        rest, self._pending = self._pending, ""
+        return rest

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.unit_audio import UnitAudioWriter
-from edge_agent.conversation.clauses import ClauseSplitter
+from edge_agent.conversation.clauses import ClauseSplitter, MarkerFilter
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.engines.base import ChatMessage, ToolCall
@@ -139,19 +139,26 @@ class Responder:
         unit: Unit | None = None
         leading = ""
         splitter = ClauseSplitter()
+        unmarked = MarkerFilter(self._settings.interrupted_marker)
+
+        def take(text: str) -> None:
+            nonlocal unit, leading
+            if unit is None:
+                leading += text
+                if not leading.strip():
+                    return
+                text, leading = leading, ""
+                unit = self._open_unit()
+            unit.add_text(text)
+            for clause in splitter.push(text):
+                speech.put_nowait((unit, clause))
+
         async for piece in pieces:
             if isinstance(piece, ToolCall):
                 calls.append(piece)
-                continue
-            if unit is None:
-                leading += piece
-                if not leading.strip():
-                    continue
-                piece, leading = leading, ""
-                unit = self._open_unit()
-            unit.add_text(piece)
-            for clause in splitter.push(piece):
-                speech.put_nowait((unit, clause))
+            else:
+                take(unmarked.push(piece))
+        take(unmarked.flush())
         if unit is None and not calls:
             unit = self._open_unit()  # an empty reply
         if unit is not None:
