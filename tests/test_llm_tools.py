@@ -14,13 +14,12 @@ from edge_agent.conversation.tools import Toolbox
 from edge_agent.demo.callfile import parse_call
 from edge_agent.engines.base import ChatMessage, ToolCall
 from edge_agent.engines.llm import (
-    JsonReplyReader,
     LlamaLanguageModel,
     ScriptedLanguageModel,
     ScriptedToolReply,
-    ToolFormat,
     parse_replies,
 )
+from edge_agent.engines.tool_replies import JsonReplyReader, ToolFormat
 from edge_agent.errors import ConfigError
 
 

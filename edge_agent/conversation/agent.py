@@ -71,8 +71,8 @@ class _Overlap:
     checked_ms: float = 0.0
     """Speech length at the last look at the recognizer's words."""
     echo_seen: bool = False
-    """Its words fully matched the agent's once: from then on a weaker match still counts as
-    echo (the recognizer garbles echo, more so the longer it runs)."""
+    """It was found to be echo once (by sound, or by a full word match): from then on a weaker
+    word match still counts (the recognizer garbles echo, more so the longer it runs)."""
 
 
 class Conversation:
@@ -100,6 +100,7 @@ class Conversation:
         self._stt_thread = owner("stt")
         self._classifier = classifier or LexiconClassifier()
         self._echo = echo or EchoFilter()
+        # Half the match, any length: enough to doubt that words are not the agent's own.
         self._echo_lenient = EchoFilter(max(0.3, self._echo.min_match / 2), 1)
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
                                     history=self.history, owner=owner, unit_audio=unit_audio,
@@ -304,17 +305,17 @@ class Conversation:
             # delay) can hold echo; the rest is the user or silence.
             heard = heard[: overlap.mic_at_pause + 2 * int(_ECHO_DELAY_S * self._mic.sample_rate)]
         mic = to_compare_rate(heard, self._mic.sample_rate)
+        # Only the latest few seconds are compared (they tell, and a long overlap stays cheap).
+        skip = max(0, len(mic) - int(_ECHO_WINDOW_S * RATE))
+        mic = mic[skip:]
+        # The playback over the same span, starting `delay` earlier (the room lags), from the
+        # frame the microphone audio began at; silence past the cursor (paused, finished).
         rate = self._speaker.sample_rate
-        margin = int(_ECHO_DELAY_S * rate)
-        played = to_compare_rate(self._responder.played_audio(
-            overlap.echo_from - margin, self._speaker.played_frames()), rate)
-        # Silence after the cursor (paused, finished, or not yet played), as long as the
-        # microphone has gone on listening, plus the delay the room may add.
-        missing = len(mic) + int(_ECHO_DELAY_S * RATE) - len(played)
-        played = np.concatenate([played, np.zeros(max(missing, int(_ECHO_DELAY_S * RATE)))])
-        # The last few seconds tell (and keep the check cheap on a long overlap).
-        window = int(_ECHO_WINDOW_S * RATE)
-        mic, played = mic[-window:], played[-(window + 2 * int(_ECHO_DELAY_S * RATE)):]
+        start = overlap.echo_from + int((skip / RATE - _ECHO_DELAY_S) * rate)
+        played = to_compare_rate(
+            self._responder.played_audio(start, self._speaker.played_frames()), rate)
+        span = len(mic) + 2 * int(_ECHO_DELAY_S * RATE)
+        played = np.concatenate([played, np.zeros(max(0, span - len(played)))])[:span]
         return echo_coherence(mic, played) >= self._settings.echo_coherence
 
     def _playing_text(self, overlap: _Overlap) -> str:
