@@ -122,6 +122,7 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
         barge_in_min_ms=turns.barge_in_min_ms,
         barge_in_min_words=turns.barge_in_min_words,
         barge_in_force_ms=turns.barge_in_force_ms,
+        echo_coherence=turns.echo_coherence,
         heard_policy=HeardPolicy(config.heard.policy),
         interrupted_marker=config.heard.marker,
         history_turns=turns.history_turns,

@@ -98,6 +98,8 @@ class TurnsConfig:
     """"lexicon", or a dotted path "package.module:Name" to your own classifier."""
     echo_min_match: float = 0.6
     """Share of recognized words matching the agent's own words (in order) that makes it echo."""
+    echo_coherence: float = 0.5
+    """Correlation of the microphone with the audio just played at which speech is echo."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "turns.barge_in_min_words": (0, 20),
     "turns.barge_in_force_ms": (100, 60000),
     "turns.echo_min_match": (0.0, 1.0),
+    "turns.echo_coherence": (0.0, 1.0),
     "session.idle_end_s": (0.0, 86400.0),
     "turns.history_turns": (1, 1000),
 }
