@@ -209,10 +209,11 @@ LONG_REPLY = ("We open at nine in the morning and close at eleven at night. The 
 def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
         pulse_audio: pulse.PulseServer, tmp_path: Path) -> None:
     """Caller audio comes from paplay processes into the virtual microphone while the agent
-    plays through PyAudio: "yeah" pauses and resumes it, "wait, stop" cuts it."""
+    plays through PyAudio: "okay" pauses and resumes it, "wait, stop" cuts it. ("okay" because
+    PocketSphinx hears Piper's "okay" right every time; its "yeah" now and then as "yet".)"""
     config = _write_config(tmp_path, (LONG_REPLY, "Okay."))
     question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
-    yeah = _caller_wav(tmp_path / "yeah.wav", "yeah", 0.2)
+    okay = _caller_wav(tmp_path / "okay.wav", "Okay.", 0.2)
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
     record = tmp_path / "session.json"
     agent = subprocess.Popen(
@@ -226,7 +227,7 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
         assert pulse_audio.play(question).wait(30) == 0
         assert out.wait_for(r"agent heard", 15), out.lines
         time.sleep(2.0)  # the reply is playing
-        assert pulse_audio.play(yeah).wait(30) == 0
+        assert pulse_audio.play(okay).wait(30) == 0
         assert out.wait_for(r"backchannel", 10), out.lines
         time.sleep(1.5)
         assert pulse_audio.play(stop_it).wait(30) == 0
