@@ -228,11 +228,11 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
         assert out.wait_for(r"agent heard", 15), out.lines
         time.sleep(2.0)  # the reply is playing
         assert pulse_audio.play(okay).wait(30) == 0
-        assert out.wait_for(r"backchannel", 10), out.lines
+        assert out.wait_for(r"backchannel", 10), _report(agent, out)
         time.sleep(1.5)
         assert pulse_audio.play(stop_it).wait(30) == 0
-        assert out.wait_for(r"agent was cut", 10), out.lines
-        assert out.wait_for(r"agent heard +: wait", 10), out.lines
+        assert out.wait_for(r"agent was cut", 10), _report(agent, out)
+        assert out.wait_for(r"agent heard +: wait", 10), _report(agent, out)
     finally:
         agent.terminate()
         try:
@@ -255,3 +255,12 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     pcm, rate = read_wav(tmp_path / "units" / f"{unit['unit_id']}.wav")
     assert abs(len(pcm) // 2 * 1000 / rate - unit["played_ms"]) <= 1
     assert [t["text"] for t in data["turns"] if t["role"] == "user"][-1].startswith("wait")
+
+
+def _report(agent: subprocess.Popen[str], out: _Lines) -> str:
+    """Everything the agent said so far, for a failure message (stderr once it has exited)."""
+    if agent.poll() is None:
+        agent.terminate()
+        agent.wait(20)
+    stderr = agent.stderr.read() if agent.stderr else ""
+    return "\n".join(out.lines) + "\n--- stderr ---\n" + stderr[-3000:]

@@ -181,7 +181,11 @@ class PyAudioSpeaker:
             self._paused = False
         # Abort outside the lock: it waits for a running callback, which takes the lock.
         # Abort, not stop: stop lets 11-16 ms more play in callback mode (FIELD-NOTES).
-        pyaudio._portaudio.abort_stream(self._stream._stream)
+        try:
+            pyaudio._portaudio.abort_stream(self._stream._stream)
+        except OSError:  # a host error on abort: stopping still ends playback (with a tail)
+            with contextlib.suppress(OSError):
+                self._stream.stop_stream()
         self._stream._is_running = False
         with self._lock:
             # Read after the abort: what played while it took effect was heard too.
@@ -190,7 +194,11 @@ class PyAudioSpeaker:
             self._device_out = 0
             self._runs.clear()
             self._anchor = None
-        self._stream.start_stream()
+        try:
+            self._stream.start_stream()
+        except OSError as exc:
+            raise AudioDeviceError(f"the output device did not restart after playback was "
+                                   f"interrupted: {exc}") from None
         return played
 
     def close(self) -> None:
