@@ -136,12 +136,18 @@ def build_conversation(config: Config, *, mic: Microphone, speaker: Speaker, eng
                  log: EventLog, greeting: str | None = None,
                  unit_audio: UnitAudioWriter | None = None) -> Conversation:
     """The loop with everything the config chooses around it: classifier, echo, tools."""
+    tools = load_tools(config.tools.enabled, config.data_path / "edge-agent.db", config.source)
+    if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
+        missing = ", ".join(sorted(engines.llm.tool_names - tools.names))
+        raise ConfigError(config.source, "tools.enabled",
+                          f"the scripted replies call {missing}, which is not enabled; add it to "
+                          "[tools] enabled (or to [agent] tools in the call file)")
     return Conversation(
         mic=mic, speaker=speaker, engines=engines, log=log, unit_audio=unit_audio,
         settings=conversation_settings(config, greeting),
         classifier=load_classifier(config.turns.backchannel_classifier, config.source),
         echo=EchoFilter(min_match=config.turns.echo_min_match),
-        tools=load_tools(config.tools.enabled, config.data_path / "edge-agent.db", config.source),
+        tools=tools,
     )
 
 

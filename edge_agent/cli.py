@@ -90,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             bench = {"heard": _bench_heard, "latency": _bench_latency,
                      "backchannel": _bench_backchannel}[args.benchmark]
-            return bench(config, args)
+            result, figures = bench(config, args)
+            _write_json(result, args.json)
+            print(figures)
+            print(f"results: {args.json}")
+            return 0
         return _models(config, args)
     except EdgeAgentError as exc:
         print(f"edge-agent: error: {exc}", file=sys.stderr)
@@ -150,7 +154,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _bench_heard(config: Config, args: argparse.Namespace) -> int:
+def _bench_heard(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from edge_agent.app import load_voice
     from edge_agent.bench.heard import report, run_trials, table
     from edge_agent.heard.truncation import HeardPolicy
@@ -166,13 +170,10 @@ def _bench_heard(config: Config, args: argparse.Namespace) -> int:
     print(f"edge-agent bench heard: {args.runs} barge-ins (seed {args.seed})", flush=True)
     result = report(run_trials(voice, args.runs, args.seed, policy, progress=progress),
                     args.seed, policy)
-    _write_json(result, args.json)
-    print(table(result))
-    print(f"results: {args.json}")
-    return 0
+    return result, table(result)
 
 
-def _bench_latency(config: Config, args: argparse.Namespace) -> int:
+def _bench_latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from edge_agent.app import run_demo
     from edge_agent.bench.latency import analyze, latency_call, table
 
@@ -187,13 +188,10 @@ def _bench_latency(config: Config, args: argparse.Namespace) -> int:
         **analyze(record, kinds, config.vad.end_silence_ms),
         "events": record["events"],
     }
-    _write_json(result, args.json)
-    print(table(result))
-    print(f"results: {args.json}")
-    return 0
+    return result, table(result)
 
 
-def _bench_backchannel(config: Config, args: argparse.Namespace) -> int:
+def _bench_backchannel(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from edge_agent.app import load_recognizer, load_voice
     from edge_agent.bench.backchannel import load_corpus, run_corpus, table
     from edge_agent.conversation.backchannel import load_classifier
@@ -202,10 +200,7 @@ def _bench_backchannel(config: Config, args: argparse.Namespace) -> int:
     classifier = load_classifier(config.turns.backchannel_classifier, config.source)
     print(f"edge-agent bench backchannel: {len(clips)} clips", flush=True)
     result = run_corpus(load_voice(config), load_recognizer(config), classifier, clips)
-    _write_json(result, args.json)
-    print(table(result))
-    print(f"results: {args.json}")
-    return 0
+    return result, table(result)
 
 
 def _models(config: Config, args: argparse.Namespace) -> int:

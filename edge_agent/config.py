@@ -249,18 +249,20 @@ def _build(cls: type[Any], table: dict[str, Any], source: str, prefix: str) -> A
                 raise ConfigError(source, dotted, f"must be a table ([{dotted}])")
             values[key] = _build(expected, value, source, f"{dotted}.")  # type: ignore[arg-type]
         else:
-            values[key] = _check(expected, value, source, dotted)
+            values[key] = check_value(expected, value, source, dotted)
     return cls(**values)
 
 
-def _check(expected: Any, value: Any, source: str, key: str) -> Any:
+def check_value(expected: Any, value: Any, source: str, key: str) -> Any:
+    """`value` as type `expected` (e.g. int, float, list[str]), within its range if `key` has
+    one; ConfigError naming the file and key otherwise."""
     if isinstance(expected, types.UnionType):
         expected = expected.__args__[0]
     if typing.get_origin(expected) is list:
         (item,) = typing.get_args(expected)
         if not isinstance(value, list):
             raise ConfigError(source, key, f"must be a list, got {type(value).__name__} {value!r}")
-        return [_check(item, v, source, f"{key}[{i}]") for i, v in enumerate(value)]
+        return [check_value(item, v, source, f"{key}[{i}]") for i, v in enumerate(value)]
     if expected is bool:
         ok = isinstance(value, bool)
     elif expected is int:

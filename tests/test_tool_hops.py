@@ -149,3 +149,25 @@ def test_argument_types_are_checked() -> None:
     assert box.run(extra).startswith("error: unknown argument 'vip'")
     assert box.run(ToolCall("c", "book_table", "[1]")) == "error: the arguments must be a JSON object"
     assert bookings.made == []
+
+
+def test_a_script_calling_a_tool_that_is_not_enabled_is_refused_before_the_call() -> None:
+    import pytest
+
+    from edge_agent.app import build_conversation
+    from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
+    from edge_agent.clock import VirtualClock
+    from edge_agent.config import Config
+    from edge_agent.conversation.agent import Engines
+    from edge_agent.engines.llm import ScriptedLanguageModel, ScriptedToolReply
+    from edge_agent.errors import ConfigError
+    from edge_agent.events import EventLog
+    from tests.fakes import FakeRecognizer, FakeSpeech, FakeVad
+
+    clock = VirtualClock()
+    script = ScriptedLanguageModel([ScriptedToolReply("book_table", BOOK.arguments)])
+    engines = Engines(FakeVad(), FakeRecognizer([]), script, FakeSpeech())
+    with pytest.raises(ConfigError, match="book_table, which is not enabled"):
+        build_conversation(Config(), mic=VirtualMicrophone(clock),
+                           speaker=VirtualSpeaker(clock, 16000), engines=engines,
+                           log=EventLog(clock))

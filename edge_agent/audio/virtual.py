@@ -133,10 +133,6 @@ class VirtualMicrophone:
         self._echo_gain = echo_gain
         self._echo_heard = echo_of.played_frames() if echo_of is not None else 0
 
-    @property
-    def captured_seconds(self) -> float:
-        return self._frames_out * self.frame_samples / self.sample_rate
-
     def say(self, pcm: bytes) -> None:
         """Queue audio; it is captured after anything already queued."""
         self._pending.extend(pcm)

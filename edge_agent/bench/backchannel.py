@@ -120,9 +120,7 @@ def run_corpus(tts: TextToSpeech, stt: SpeechRecognizer, classifier: Backchannel
         "summary": _totals(results),
         "by_language": by_language,
         "text_summary": _totals(results, from_text=True),
-        "clips": [{**asdict(r), "expected": r.expected.value, "got": r.got.value,
-                   "got_from_text": r.got_from_text.value, "correct": r.correct}
-                  for r in results],
+        "clips": [{**asdict(r), "correct": r.correct} for r in results],
     }
 
 

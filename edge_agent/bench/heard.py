@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,6 +35,7 @@ import numpy as np
 from edge_agent.audio import pulse_rig
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.pcm import first_loud_sample
+from edge_agent.bench.stats import summarize
 from edge_agent.clock import MonotonicClock
 from edge_agent.engines.base import SpeechAudio, TextToSpeech
 from edge_agent.errors import AudioDeviceError
@@ -244,13 +244,11 @@ def summary(trials: Sequence[CutTrial]) -> dict[str, Any]:
     exact = sum(t.words_exact for t in trials)
     return {
         "runs": len(trials),
-        "position_error_ms": {"p50": _pct(errors, 50), "p95": _pct(errors, 95),
-                              "max": round(max(errors), 2),
+        "position_error_ms": {**_figures(errors),
                               "signed_min": round(min(t.error_ms for t in trials), 2),
                               "signed_max": round(max(t.error_ms for t in trials), 2)},
         "heard_words_exact": {"count": exact, "percent": round(100 * exact / len(trials), 1)},
-        "stop_latency_ms": {"p50": _pct(stops, 50), "p95": _pct(stops, 95),
-                            "max": round(max(stops), 2)},
+        "stop_latency_ms": _figures(stops),
     }
 
 
@@ -280,7 +278,7 @@ def table(result: dict[str, Any]) -> str:
     ])
 
 
-def _pct(values: Sequence[float], percent: int) -> float:
-    if len(values) == 1:
-        return round(values[0], 2)
-    return round(statistics.quantiles(values, n=100, method="inclusive")[percent - 1], 2)
+def _figures(values: Sequence[float]) -> dict[str, Any]:
+    """p50, p95, max (the trials list every value already)."""
+    figures = summarize(values, digits=2)
+    return {key: figures[key] for key in ("p50", "p95", "max")}

@@ -15,10 +15,10 @@ then, while the agent answers, either a backchannel or a real interruption. From
 from __future__ import annotations
 
 import random
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from edge_agent.bench.stats import summarize
 from edge_agent.demo.callfile import CallerLine, CallScript
 
 QUESTIONS = (
@@ -117,9 +117,9 @@ def analyze(record: dict[str, Any], kinds: Sequence[str], end_silence_ms: int) -
     return {
         "exchanges": kinds.count("question"),
         "end_of_turn_silence_ms": end_silence_ms,
-        "response_ms": _stats(response),
-        "stop_ms": _stats(stop),
-        "barge_in_confirmed_ms": _stats(confirmed),
+        "response_ms": summarize(response),
+        "stop_ms": summarize(stop),
+        "barge_in_confirmed_ms": summarize(confirmed),
         "interruptions": {"count": kinds.count("interruption"), "missed": missed},
         "backchannels": {"count": backchannels, "false_interruptions": false_interruptions,
                          "rate_percent": round(100 * false_interruptions / backchannels, 1)
@@ -147,12 +147,3 @@ def table(result: dict[str, Any]) -> str:
         f"false interruptions on backchannels: {backchannels['false_interruptions']}/"
         f"{backchannels['count']}",
     ])
-
-
-def _stats(values: Sequence[float]) -> dict[str, Any]:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"n": len(values), "p50": round(statistics.median(values), 1), "p95": round(p95, 1),
-            "max": round(max(values), 1), "values": [round(v, 1) for v in values]}

@@ -70,9 +70,6 @@ class _Overlap:
     """It became a barge-in."""
     checked_ms: float = 0.0
     """Speech length at the last look at the recognizer's words."""
-    echo_seen: bool = False
-    """It was found to be echo once (by sound, or by a full word match): from then on a weaker
-    word match still counts (the recognizer garbles echo, more so the longer it runs)."""
 
 
 class Conversation:
@@ -100,8 +97,6 @@ class Conversation:
         self._stt_thread = owner("stt")
         self._classifier = classifier or LexiconClassifier()
         self._echo = echo or EchoFilter()
-        # Half the match, any length: enough to doubt that words are not the agent's own.
-        self._echo_lenient = EchoFilter(max(0.3, self._echo.min_match / 2), 1)
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
                                     history=self.history, owner=owner, unit_audio=unit_audio,
                                     tools=tools or Toolbox())
@@ -252,9 +247,7 @@ class Conversation:
             return False
         overlap.checked_ms = speech_ms
         text = await self._stt_thread.call(self._engines.stt.partial)
-        # Cutting the agent off early needs words that are clearly not its echo: a garbled
-        # echo still shares some words, in order, with what it was playing.
-        if self._is_echo(text, overlap, lenient=True):
+        if self._is_echo(text, overlap):
             return False
         if forced:
             return True
@@ -266,14 +259,14 @@ class Conversation:
         """An overlap ended before it was judged: True if it is a turn to answer (a barge-in
         now); otherwise playback resumes where it paused and nothing is truncated."""
         text = transcript.text.strip()
-        if text and not self._is_echo(text, overlap) and (
-                self._classify(text, spoken_ms) is Verdict.INTERRUPTION):
+        echo = bool(text) and self._is_echo(text, overlap)
+        if text and not echo and self._classify(text, spoken_ms) is Verdict.INTERRUPTION:
             if self.replying:
                 await self._barge_in()
             return True
         if not text:
             self._log.publish(TurnDropped(audio_time))
-        elif self._is_echo(text, overlap):
+        elif echo:
             self._log.publish(EchoIgnored(text, self._playing_text(overlap)))
         else:
             self._log.publish(Backchannel(text, round(spoken_ms)))
@@ -285,33 +278,28 @@ class Conversation:
     def _classify(self, text: str, speech_ms: float) -> Verdict:
         return self._classifier.classify(text, speech_ms, self._settings.language)
 
-    def _is_echo(self, text: str, overlap: _Overlap, lenient: bool = False) -> bool:
+    def _is_echo(self, text: str, overlap: _Overlap) -> bool:
         """The agent's own voice: by sound (it correlates with what was played) or by words
-        (they match, in order, the words played meanwhile)."""
+        (they match, in order, the words played meanwhile). Sound decides a garbled echo
+        ("the last orders" heard as "blast or"); words back it up where sound cannot tell."""
         if self._sounds_like_playback(overlap):
-            overlap.echo_seen = True
             return True
-        if not text.strip():
-            return False
-        echo = self._echo_lenient if lenient or overlap.echo_seen else self._echo
-        found = echo.is_echo(text, self._playing_text(overlap))
-        overlap.echo_seen |= found and echo is self._echo
-        return found
+        return bool(text.strip()) and self._echo.is_echo(text, self._playing_text(overlap))
 
     def _sounds_like_playback(self, overlap: _Overlap) -> bool:
-        heard = bytes(overlap.mic)
+        mic_rate = self._mic.sample_rate
+        heard = memoryview(overlap.mic)
         if overlap.paused:
             # Playback stopped at the onset: only what was captured until then (plus the room's
             # delay) can hold echo; the rest is the user or silence.
-            heard = heard[: overlap.mic_at_pause + 2 * int(_ECHO_DELAY_S * self._mic.sample_rate)]
-        mic = to_compare_rate(heard, self._mic.sample_rate)
+            heard = heard[: overlap.mic_at_pause + 2 * int(_ECHO_DELAY_S * mic_rate)]
         # Only the latest few seconds are compared (they tell, and a long overlap stays cheap).
-        skip = max(0, len(mic) - int(_ECHO_WINDOW_S * RATE))
-        mic = mic[skip:]
+        skip = max(0, len(heard) - 2 * int(_ECHO_WINDOW_S * mic_rate))
+        mic = to_compare_rate(bytes(heard[skip:]), mic_rate)
         # The playback over the same span, starting `delay` earlier (the room lags), from the
         # frame the microphone audio began at; silence past the cursor (paused, finished).
         rate = self._speaker.sample_rate
-        start = overlap.echo_from + int((skip / RATE - _ECHO_DELAY_S) * rate)
+        start = overlap.echo_from + int((skip / 2 / mic_rate - _ECHO_DELAY_S) * rate)
         played = to_compare_rate(
             self._responder.played_audio(start, self._speaker.played_frames()), rate)
         span = len(mic) + 2 * int(_ECHO_DELAY_S * RATE)

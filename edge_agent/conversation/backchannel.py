@@ -117,7 +117,6 @@ LANGUAGES: tuple[str, ...] = tuple(ACKNOWLEDGEMENTS)
 """Languages with a lexicon; "any" (`ANY`) uses all of them at once."""
 
 _JOINERS = str.maketrans("", "", "-\u2010\u2011'\u2019\u02bc`\u00b4")
-_LONGEST_PHRASE = 4
 
 
 def normalize(text: str) -> list[str]:
@@ -173,8 +172,8 @@ class _Lexicon:
 _ACKS = {lang: _Lexicon(phrases) for lang, phrases in ACKNOWLEDGEMENTS.items()}
 _STOPS = {lang: _Lexicon(words) for lang, words in INTERRUPTING.items()}
 _STOPS[ANY] = _Lexicon(w for words in INTERRUPTING.values() for w in words)
-_ACKS[ANY] = _Lexicon(p for phrases in ACKNOWLEDGEMENTS.values() for p in phrases
-                      if not _STOPS[ANY].matches(normalize(p)))
+_ACKS[ANY] = _Lexicon(p for phrases in ACKNOWLEDGEMENTS.values() for p in phrases)
+_LONGEST_PHRASE = max(len(normalize(p)) for phrases in ACKNOWLEDGEMENTS.values() for p in phrases)
 
 
 def lexicon_language(language: str) -> str:

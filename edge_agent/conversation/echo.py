@@ -40,6 +40,7 @@ Trade-offs, and why the rule is shaped the way it is:
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Sequence
 
@@ -49,7 +50,6 @@ _ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
          "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
 _TENS = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _SCALES = ((1_000_000_000, "billion"), (1_000_000, "million"), (1_000, "thousand"))
-_NUMBER_WORDS = frozenset(_ONES + _TENS[2:] + ["hundred", "thousand", "million", "billion", "oh"])
 _ORDINAL_ENDS = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
                  "nine": "ninth", "twelve": "twelfth"}
 _ABBREVIATIONS = {"dr": "doctor", "mr": "mister", "mrs": "missus", "ms": "miz", "st": "saint",
@@ -101,7 +101,8 @@ def _ordinal(n: int) -> list[str]:
 
 
 # Ordinals are number words too ("fifth"/"fifty" must not pass as a mishearing).
-_NUMBER_WORDS = _NUMBER_WORDS | {_ordinal(n)[-1] for n in range(1, 100)}
+_NUMBER_WORDS = frozenset([*_ONES, *_TENS[2:], "hundred", "thousand", "million", "billion", "oh",
+                           *(_ordinal(n)[-1] for n in range(1, 100))])
 
 
 def _year(n: int, espeak: bool) -> list[str]:
@@ -218,6 +219,7 @@ def _negation_of(word: str, other: str) -> bool:
     return word.endswith("nt") and other in (word[:-2], word[:-1])
 
 
+@functools.lru_cache(maxsize=8192)  # the in-order alignment compares the same pairs again
 def words_equal(a: str, b: str) -> bool:
     """Fuzzy equality of two normalized words (see the module docstring for the rule)."""
     a, b = _canonical(a), _canonical(b)

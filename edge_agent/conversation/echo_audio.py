@@ -16,20 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge_agent.audio.pcm import resample
+
 RATE = 4000
 """Rate at which the two signals are compared."""
 
 
 def to_compare_rate(pcm: bytes, rate: int) -> np.ndarray:
-    """int16 PCM at `rate` -> float samples at `RATE` (linear interpolation after a box filter)."""
-    samples = np.frombuffer(pcm, dtype=np.int16).astype(np.float64)
-    if not len(samples):
-        return samples
-    width = max(1, round(rate / RATE / 2))
-    if width > 1:  # a crude low-pass so the reduction does not alias
-        samples = np.convolve(samples, np.ones(width) / width, mode="same")
-    count = int(len(samples) * RATE / rate)
-    return np.interp(np.arange(count) * rate / RATE, np.arange(len(samples)), samples)
+    """int16 PCM at `rate` -> float samples at `RATE` (band-limited)."""
+    return np.frombuffer(resample(pcm, rate, RATE), dtype=np.int16).astype(np.float64)
 
 
 def echo_coherence(mic: np.ndarray, played: np.ndarray) -> float:

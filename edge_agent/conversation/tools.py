@@ -45,6 +45,10 @@ class Toolbox:
     def __bool__(self) -> bool:
         return bool(self._tools)
 
+    @property
+    def names(self) -> set[str]:
+        return set(self._tools)
+
     def specs(self) -> list[ToolSpec]:
         return [tool.spec() for tool in self._tools.values()]
 

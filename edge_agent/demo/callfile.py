@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.config import check_value
 from edge_agent.engines.llm import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
 from edge_agent.tomlfile import parse_toml, read_text
@@ -94,13 +95,10 @@ def parse_call(text: str, source: str) -> CallScript:
         raise ConfigError(source, f"agent.{sorted(extra)[0]}",
                           "unknown key (greeting, replies, tools, echo_gain)")
     tools = agent.get("tools")
-    if tools is not None and (not isinstance(tools, list)
-                              or not all(isinstance(t, str) and t for t in tools)):
-        raise ConfigError(source, "agent.tools",
-                          'must be a list of tool names, e.g. ["book_table"]')
-    echo_gain = agent.get("echo_gain", 0.0)
-    if isinstance(echo_gain, bool) or not isinstance(echo_gain, int | float) or not (
-            0 <= echo_gain <= 1):
+    if tools is not None:
+        check_value(list[str], tools, source, "agent.tools")
+    echo_gain = check_value(float, agent.get("echo_gain", 0.0), source, "agent.echo_gain")
+    if not 0 <= echo_gain <= 1:
         raise ConfigError(source, "agent.echo_gain",
                           f"must be a number from 0 (no echo) to 1, got {echo_gain!r}")
     greeting = agent.get("greeting")

@@ -31,10 +31,7 @@ class LlamaLanguageModel:
         max_tokens: int,
         temperature: float,
         seed: int,
-        chain_tools: bool = False,
     ) -> None:
-        """`chain_tools`: a hop that answers a tool result may call another tool (off: it
-        must speak, which stops small models from repeating a call)."""
         from llama_cpp import Llama
 
         try:
@@ -49,7 +46,6 @@ class LlamaLanguageModel:
             raise EngineError(f"cannot load GGUF model {model_path}: {exc}") from exc
         self._max_tokens = max_tokens
         self._temperature = temperature
-        self._chain_tools = chain_tools
         self._tool_formats: dict[str, ToolFormat] = {}
 
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
@@ -65,7 +61,8 @@ class LlamaLanguageModel:
         # Asked again with a tool's result, SmolLM2-135M repeated the same call every time
         # (a table booked once per hop): unless chaining is allowed, that hop may only speak.
         answering = bool(messages) and messages[-1].get("role") == "tool"
-        grammar = form.say_grammar if answering and not self._chain_tools else form.grammar
+        # A hop that answers a tool result must speak: small models otherwise repeat the call.
+        grammar = form.say_grammar if answering else form.grammar
         for piece in self._pieces(form.prompt(messages), grammar):
             yield reader.push(piece)
         call = reader.tool_call(f"call-{uuid.uuid4().hex[:12]}")
@@ -138,9 +135,12 @@ class ScriptedLanguageModel:
     def from_file(cls, path: Path) -> ScriptedLanguageModel:
         """Read `replies = [...]` at the top level or under `[agent]` of a TOML file."""
         data = parse_toml(read_text(path, "script file"), str(path))
-        key = "replies" if "replies" in data else "agent.replies"
-        replies = data.get("replies", data.get("agent", {}).get("replies"))
-        return cls(parse_replies(replies, str(path), key))
+        if "replies" in data:
+            return cls(parse_replies(data["replies"], str(path), "replies"))
+        agent = data.get("agent", {})
+        if not isinstance(agent, dict):
+            raise ConfigError(str(path), "agent", "must be a table ([agent]) holding `replies`")
+        return cls(parse_replies(agent.get("replies"), str(path), "agent.replies"))
 
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
                ) -> Iterator[str | ToolCall]:

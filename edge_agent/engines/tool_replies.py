@@ -185,8 +185,7 @@ class JsonReplyReader:
             arguments = re.search(r'"arguments"\s*:\s*(.*)$', self.raw, re.S)
             return ToolCall(call_id, name[1] if name else "",
                             arguments[1].strip() if arguments else "")
-        if not isinstance(reply, dict):
-            return None
+        # A "tool" reply began `{"tool":`, so what parses is an object.
         return ToolCall(call_id, str(reply.get("tool", "")), _json(reply.get("arguments", {})))
 
 
