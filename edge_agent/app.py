@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,11 @@ from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer, TextToSpeech
 from edge_agent.engines.llm import ScriptedLanguageModel, ScriptedReply, load_language_model
+from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.engines.vad import SileroVad
-from edge_agent.errors import ConfigError
+from edge_agent.errors import ConfigError, ModelFileError
 from edge_agent.events import EventLog
 from edge_agent.heard.truncation import HeardPolicy
 from edge_agent.models.catalog import Catalog, load_catalog
@@ -65,22 +66,43 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
     catalog = catalog or load_catalog(config.models_dir)
     scripted = _scripted_llm(config, replies)
     paths = resolve_models(config, catalog, with_llm=scripted is None)
-    stt = _recognizer(config, paths["stt"])
+    with _fix_hint(config, catalog, "stt"):
+        stt = _recognizer(config, paths["stt"])
     llm: LanguageModel
     if scripted is not None:
         llm, llm_name = scripted
     else:
-        llm = load_language_model(
-            paths["llm"], context_tokens=config.llm.context_tokens, threads=config.llm.threads,
-            max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
-            seed=config.llm.seed)
+        with _fix_hint(config, catalog, "llm"):
+            llm = load_language_model(
+                paths["llm"], context_tokens=config.llm.context_tokens,
+                threads=config.llm.threads, max_tokens=config.llm.max_tokens,
+                temperature=config.llm.temperature, seed=config.llm.seed)
         llm_name = f"llama.cpp ({paths['llm'].name})"
     voice = paths["tts"]
-    tts = _piper(config, voice)
-    engines = Engines(vad=SileroVad(paths["vad"]), stt=stt, llm=llm, tts=tts)
+    with _fix_hint(config, catalog, "tts"):
+        tts = _piper(config, voice)
+    with _fix_hint(config, catalog, "vad"):
+        vad = SileroVad(paths["vad"])
+    engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts)
     names = {"vad": f"silero ({paths['vad'].name})", "stt": config.stt_engine, "llm": llm_name,
              "tts": f"piper ({voice.name})"}
     return engines, names
+
+
+@contextlib.contextmanager
+def _fix_hint(config: Config, catalog: Catalog, kind: str) -> Iterator[None]:
+    """A model file that fails to load: name how to get a good copy of it."""
+    try:
+        yield
+    except ModelFileError as exc:
+        [use] = [u for u in config.models_in_use() if u.kind == kind]
+        if use.reference in catalog.specs:
+            spec = catalog.spec(use.reference)
+            fix = (f"Model '{spec.name}' ({use.key}) may be damaged: check it with `edge-agent "
+                   f"models verify {spec.name}`; {catalog.fetch_hint(spec)}")
+        else:
+            fix = f"Fix or replace the file, or point {use.key} at a good copy"
+        raise exc.with_fix(fix) from None
 
 
 def _piper(config: Config, voice: Path) -> PiperSpeech:
@@ -90,6 +112,8 @@ def _piper(config: Config, voice: Path) -> PiperSpeech:
 
 
 def _recognizer(config: Config, model: Path) -> SpeechRecognizer:
+    if config.stt_engine == "moonshine":
+        return MoonshineRecognizer(model, threads=config.stt.threads)
     return VoskRecognizer(model) if config.stt_engine == "vosk" else PocketSphinxRecognizer(model)
 
 
@@ -100,7 +124,9 @@ def load_voice(config: Config, catalog: Catalog | None = None) -> PiperSpeech:
 
 def load_recognizer(config: Config, catalog: Catalog | None = None) -> SpeechRecognizer:
     """Only the configured speech recognizer."""
-    return _recognizer(config, _model_path(config, "stt", catalog))
+    catalog = catalog or load_catalog(config.models_dir)
+    with _fix_hint(config, catalog, "stt"):
+        return _recognizer(config, _model_path(config, "stt", catalog))
 
 
 def _model_path(config: Config, kind: str, catalog: Catalog | None) -> Path:

@@ -46,9 +46,15 @@ class VadConfig:
 @dataclass(frozen=True)
 class SttConfig:
     engine: str = "auto"
-    """"auto" (Vosk when vosk_model is set, else PocketSphinx), "pocketsphinx" or "vosk"."""
+    """"auto" (Vosk when vosk_model is set, else Moonshine), "moonshine", "pocketsphinx" or
+    "vosk"."""
+    moonshine_model: str = "moonshine-base-en"
+    """Moonshine model: a name from `edge-agent models list` or a directory holding
+    encoder_model.ort, decoder_model_merged.ort and tokenizer.bin."""
     vosk_model: str = ""
     """Vosk model: a name from `edge-agent models list` or a model directory."""
+    threads: int = 1
+    """CPU threads for the recognizer (Moonshine)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +162,7 @@ class Config:
     def stt_engine(self) -> str:
         """The recognizer this config picks ("auto" decided)."""
         if self.stt.engine == "auto":
-            return "vosk" if self.stt.vosk_model else "pocketsphinx"
+            return "vosk" if self.stt.vosk_model else "moonshine"
         if self.stt.engine == "vosk" and not self.stt.vosk_model:
             raise ConfigError(self.source, "stt.vosk_model",
                               'must name a Vosk model when engine = "vosk"')
@@ -164,8 +170,11 @@ class Config:
 
     def models_in_use(self, with_llm: bool = True) -> list[ModelUse]:
         """Every model this config needs, with the key that names it."""
-        stt = (ModelUse("stt", self.stt.vosk_model, "stt.vosk_model") if self.stt_engine == "vosk"
-               else ModelUse("stt", POCKETSPHINX_MODEL, "stt.engine"))
+        stt = {
+            "vosk": ModelUse("stt", self.stt.vosk_model, "stt.vosk_model"),
+            "moonshine": ModelUse("stt", self.stt.moonshine_model, "stt.moonshine_model"),
+            "pocketsphinx": ModelUse("stt", POCKETSPHINX_MODEL, "stt.engine"),
+        }[self.stt_engine]
         uses = [ModelUse("vad", self.vad.model, "vad.model"), stt,
                 ModelUse("tts", self.tts.voice, "tts.voice")]
         if with_llm and self.llm.engine == "llama":
@@ -189,7 +198,7 @@ class ModelUse:
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "stt.engine": ("auto", "pocketsphinx", "vosk"),
+    "stt.engine": ("auto", "moonshine", "pocketsphinx", "vosk"),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),
     "turns.language": ("en", "es", "hi", "fr", "de", "any"),
@@ -204,6 +213,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "llm.max_tokens": (1, 8192),
     "llm.temperature": (0.0, 2.0),
     "llm.threads": (1, 64),
+    "stt.threads": (1, 64),
     "tts.length_scale": (0.3, 3.0),
     "turns.barge_in_min_ms": (0, 5000),
     "turns.barge_in_min_words": (0, 20),

@@ -34,6 +34,22 @@ class ModelMissingError(EdgeAgentError):
         super().__init__(f"model '{name}' is missing (looked at {looked_at}). {fetch_hint}")
 
 
+class ModelFileError(EdgeAgentError):
+    """A model file is there but cannot be used (truncated, corrupt, the wrong kind)."""
+
+    exit_code = 3
+
+    def __init__(self, path: object, reason: str, fix: str = "") -> None:
+        self.path = path
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"cannot use model file {path}: {reason}" + (f". {fix}" if fix else ""))
+
+    def with_fix(self, fix: str) -> ModelFileError:
+        """The same error, naming how to get a good copy (the caller knows the model's name)."""
+        return ModelFileError(self.path, self.reason, fix)
+
+
 class ModelFetchError(EdgeAgentError):
     """A download failed or produced a file whose size or hash is wrong."""
 

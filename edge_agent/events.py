@@ -38,8 +38,9 @@ class UserTurn:
 
     text: str
     """The transcript; several commits within one turn are joined."""
-    words: tuple[tuple[str, float, float], ...]
-    """(word, start, end) in seconds of microphone audio, as the recognizer timed them."""
+    words: tuple[tuple[str, float | None, float | None], ...]
+    """(word, start, end) in seconds of the utterance's audio, as the recognizer timed them
+    (None where the recognizer does not time words)."""
 
 
 @dataclass(frozen=True)

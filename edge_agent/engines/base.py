@@ -33,10 +33,11 @@ class RecognizedWord:
 
     text: str
     """The word, as the recognizer spells it."""
-    start: float
-    """Seconds from the start of the utterance audio fed to the recognizer."""
-    end: float
-    """Seconds, end of the word."""
+    start: float | None
+    """Seconds from the start of the utterance audio fed to the recognizer; None from an
+    engine that does not time words (Moonshine)."""
+    end: float | None
+    """Seconds, end of the word (None as for `start`)."""
 
 
 @dataclass(frozen=True)

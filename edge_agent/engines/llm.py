@@ -15,7 +15,7 @@ from typing import Any
 
 from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
 from edge_agent.engines.tool_replies import JsonReplyReader, ToolFormat
-from edge_agent.errors import ConfigError, EngineError
+from edge_agent.errors import ConfigError, ModelFileError
 from edge_agent.tomlfile import parse_toml, read_text
 
 
@@ -43,7 +43,7 @@ class LlamaLanguageModel:
                 verbose=False,
             )
         except Exception as exc:
-            raise EngineError(f"cannot load GGUF model {model_path}: {exc}") from exc
+            raise ModelFileError(model_path, f"llama.cpp cannot load it as a GGUF model ({exc})") from None
         self._max_tokens = max_tokens
         self._temperature = temperature
         self._tool_formats: dict[str, ToolFormat] = {}
@@ -199,5 +199,5 @@ def _reply(entry: object, source: str, key: str) -> ScriptedReply:
 
 def load_language_model(path: Path, **options: Any) -> LlamaLanguageModel:
     if not path.is_file():
-        raise EngineError(f"GGUF model file {path} does not exist")
+        raise ModelFileError(path, "not a file (a GGUF model is one .gguf file)")
     return LlamaLanguageModel(path, **options)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.engines.base import RecognizedWord, Transcript
-from edge_agent.errors import EngineError
+from edge_agent.errors import ModelFileError
 
 _FILLER = re.compile(r"^(<s>|</s>|<sil>|\[.*\]|\+.*\+)$")
 _VARIANT = re.compile(r"\(\d+\)$")
@@ -30,7 +30,7 @@ class PocketSphinxRecognizer:
                 config["dict"] = str(model_dir / "cmudict-en-us.dict")
             self._decoder = Decoder(config)
         except Exception as exc:
-            raise EngineError(f"cannot load PocketSphinx model {model_dir or '(bundled)'}: {exc}") from exc
+            raise ModelFileError(model_dir or "(bundled)", f"PocketSphinx cannot load it ({exc})") from None
 
     def begin(self) -> None:
         self._decoder.start_utt()
@@ -66,13 +66,11 @@ class VoskRecognizer:
 
         vosk.SetLogLevel(-1)
         if not (model_dir / "am").is_dir() and not (model_dir / "conf").is_dir():
-            raise EngineError(
-                f"{model_dir} does not look like a Vosk model (no am/ or conf/ directory inside)"
-            )
+            raise ModelFileError(model_dir, "not a Vosk model (no am/ or conf/ directory inside)")
         try:
             self._model = vosk.Model(str(model_dir))
         except Exception as exc:
-            raise EngineError(f"cannot load Vosk model {model_dir}: {exc}") from exc
+            raise ModelFileError(model_dir, f"Vosk cannot load it ({exc})") from None
         self._vosk = vosk
         self._recognizer: Any = None
         self._results: list[dict[str, Any]] = []

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.engines.base import SpeechAudio
-from edge_agent.errors import EngineError
+from edge_agent.errors import ModelFileError
 from edge_agent.heard.timings import PhonemeWord, align_words, split_phoneme_words
 
 
@@ -21,15 +21,20 @@ class PiperSpeech:
         try:
             self._voice: Any = PiperVoice.load(model_path, config_path, include_alignments=True)
         except Exception as exc:
-            raise EngineError(f"cannot load Piper voice {model_path}: {exc}") from exc
+            raise ModelFileError(model_path, f"Piper cannot load it as a voice ({exc})") from None
         self._syn_config = SynthesisConfig(length_scale=length_scale)
         self.sample_rate: int = int(self._voice.config.sample_rate)
 
-    def synthesize(self, text: str) -> SpeechAudio:
+    def synthesize(self, text: str, length_scale: float | None = None) -> SpeechAudio:
+        """`text` as speech with word timings; `length_scale` overrides the voice's rate."""
+        from piper import SynthesisConfig
+
+        config = (self._syn_config if length_scale is None
+                  else SynthesisConfig(length_scale=length_scale))
         pcm = bytearray()
         phoneme_words: list[PhonemeWord] = []
         aligned = True
-        for chunk in self._voice.synthesize(text, self._syn_config, include_alignments=True):
+        for chunk in self._voice.synthesize(text, config, include_alignments=True):
             offset = len(pcm) // 2
             if chunk.phoneme_alignments:
                 pairs = [(a.phoneme, int(a.num_samples)) for a in chunk.phoneme_alignments]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from edge_agent.errors import EngineError
+from edge_agent.errors import ModelFileError
 
 _CONTEXT = 64
 
@@ -27,7 +27,8 @@ class SileroVad:
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:
-            raise EngineError(f"cannot load Silero VAD model {model_path}: {exc}") from exc
+            raise ModelFileError(
+                model_path, f"onnxruntime cannot load it as the Silero VAD ({exc})") from None
         self._rate = np.array(self.sample_rate, dtype=np.int64)
         self.reset()
 

