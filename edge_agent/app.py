@@ -21,7 +21,9 @@ from edge_agent.conversation.agent import Conversation, ConversationSettings, En
 from edge_agent.conversation.backchannel import load_classifier
 from edge_agent.conversation.builtin_tools import load_tools
 from edge_agent.conversation.echo import EchoFilter
+from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer, TextToSpeech
@@ -136,22 +138,27 @@ def _model_path(config: Config, kind: str, catalog: Catalog | None) -> Path:
 
 
 def conversation_settings(config: Config, greeting: str | None = None) -> ConversationSettings:
-    turns = config.turns
+    """The loop's settings, all from `config` (the one place defaults live)."""
+    turns, vad = config.turns, config.vad
     return ConversationSettings(
         system_prompt=config.llm.system_prompt,
         greeting=turns.greeting if greeting is None else greeting,
-        segmenter=SegmenterSettings(config.vad.threshold, config.vad.min_speech_ms,
-                                    config.vad.end_silence_ms),
-        preroll_ms=config.vad.preroll_ms,
-        language=turns.language,
-        pause_on_speech=turns.pause_on_speech,
-        barge_in_min_ms=turns.barge_in_min_ms,
-        barge_in_min_words=turns.barge_in_min_words,
-        barge_in_force_ms=turns.barge_in_force_ms,
-        echo_coherence=turns.echo_coherence,
+        segmenter=SegmenterSettings(vad.threshold, vad.min_speech_ms),
+        endpoint=EndpointRules(complete_ms=vad.end_silence_complete_ms,
+                               incomplete_ms=vad.end_silence_incomplete_ms,
+                               unknown_ms=vad.end_silence_ms,
+                               speculate_ms=vad.speculate_after_ms),
+        preroll_ms=vad.preroll_ms,
+        turns=TurnRules(pause_on_speech=turns.pause_on_speech,
+                        barge_in_min_ms=turns.barge_in_min_ms,
+                        barge_in_min_words=turns.barge_in_min_words,
+                        barge_in_force_ms=turns.barge_in_force_ms,
+                        echo_coherence=turns.echo_coherence,
+                        language=turns.language),
         heard_policy=HeardPolicy(config.heard.policy),
         interrupted_marker=config.heard.marker,
         history_turns=turns.history_turns,
+        max_tool_hops=config.tools.max_hops,
         session_start=config.session.start,
         wake_phrase=config.session.wake_phrase,
         idle_end_s=config.session.idle_end_s,
@@ -194,8 +201,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     if call.tools is not None:
         config = dataclasses.replace(config, tools=ToolsConfig(list(call.tools)))
     engines, names = await asyncio.to_thread(build_engines, config, call.replies)
-    speaker = VirtualSpeaker(clock, engines.tts.sample_rate,
-                             keep_seconds=5.0 if call.echo_gain else 0.0)
+    speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
     mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
                             echo_gain=call.echo_gain)
     lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)

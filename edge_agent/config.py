@@ -38,7 +38,13 @@ class VadConfig:
     min_speech_ms: int = 96
     """Speech needed before an onset counts."""
     end_silence_ms: int = 500
-    """Silence that ends the user's turn."""
+    """Silence that ends the user's turn when its words say nothing about being finished."""
+    end_silence_complete_ms: int = 250
+    """Silence that ends a turn whose words finish a sentence ("What time do you open?")."""
+    end_silence_incomplete_ms: int = 1000
+    """Silence that ends a turn whose words stop mid-phrase ("a table for…", "um")."""
+    speculate_after_ms: int = 128
+    """Silence after which the words are transcribed and the answer prepared (not played)."""
     preroll_ms: int = 256
     """Audio before the onset that is still sent to the recognizer."""
 
@@ -124,6 +130,8 @@ class SessionConfig:
 class ToolsConfig:
     enabled: list[str] = field(default_factory=list)
     """Tools the model may call: built-in names ("book_table") or "package.module:factory"."""
+    max_hops: int = 3
+    """Rounds of tool calls one reply may make before it is ended."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,10 @@ _RANGES: dict[str, tuple[float, float]] = {
     "vad.threshold": (0.0, 1.0),
     "vad.min_speech_ms": (32, 2000),
     "vad.end_silence_ms": (64, 10000),
+    "vad.end_silence_complete_ms": (64, 10000),
+    "vad.end_silence_incomplete_ms": (64, 10000),
+    "vad.speculate_after_ms": (32, 10000),
+    "tools.max_hops": (0, 20),
     "vad.preroll_ms": (0, 2000),
     "llm.context_tokens": (256, 131072),
     "llm.max_tokens": (1, 8192),
@@ -241,6 +253,12 @@ def parse_config(text: str, source: str) -> Config:
     if config.session.start == "wake" and not config.session.wake_phrase.strip():
         raise ConfigError(source, "session.wake_phrase",
                           'must name the words that open a session when start = "wake"')
+    vad = config.vad
+    if vad.speculate_after_ms > min(vad.end_silence_ms, vad.end_silence_complete_ms):
+        raise ConfigError(source, "vad.speculate_after_ms",
+                          f"must not exceed the shortest end-of-turn silence "
+                          f"({min(vad.end_silence_ms, vad.end_silence_complete_ms)} ms): the "
+                          "answer is prepared before the turn may end")
     return dataclasses.replace(config, source=source)
 
 

@@ -26,10 +26,13 @@ class UserSpeechStarted:
 
 @dataclass(frozen=True)
 class UserSpeechEnded:
-    """The VAD heard the user stop (after the configured end-of-turn silence)."""
+    """The user's turn ended: the silence after their speech was long enough."""
 
     audio_time: float
     """Seconds of microphone audio when the end-of-turn silence completed."""
+    silence_ms: int = 0
+    """The silence that ended it (the speech itself ended this much earlier); it depends on
+    the words (see `conversation.endpoint`)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,34 @@ class SessionEnded:
 
 
 @dataclass(frozen=True)
+class TurnStage:
+    """A step of answering a user turn, when it happened: the stages split a turn's latency.
+
+    Stages, in order: "transcript" (the words are known), "request" (sent to the language
+    model), "first_token" (its first output), "first_piece" (the first spoken piece is
+    synthesized), "first_audio" (its first sample reached the device)."""
+
+    turn: int
+    """The user turn being answered (1 = the first)."""
+    stage: str
+    """Which step."""
+    speculative: bool
+    """It happened while the turn's end was not yet certain (the silence was still running);
+    a `SpeculationCancelled` for the turn means that work was thrown away."""
+
+
+@dataclass(frozen=True)
+class SpeculationCancelled:
+    """Work started for a turn before its end was certain was thrown away: nothing of it was
+    played, recorded as said or kept in history."""
+
+    turn: int
+    """The turn it was for."""
+    reason: str
+    """"speech resumed", "words changed" (the final transcript differs) or "history changed"."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something a user should know that is not an error (e.g. a scripted LLM ran out)."""
 
@@ -175,7 +206,8 @@ class Notice:
 Event = (
     UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
     | UnitFinalized | LlmRequest | ToolUsed | Backchannel | EchoIgnored | CallerSpoke
-    | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | Notice
+    | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | TurnStage
+    | SpeculationCancelled | Notice
 )
 
 

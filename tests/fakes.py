@@ -77,18 +77,31 @@ Reply = str | Sequence[str | ToolCall]
 
 
 class FakeLanguageModel:
-    """Replies (one per request) from a list; records every request and the tools offered."""
+    """Replies (one per request) from a list; records every request, the tools offered and
+    every prewarm."""
 
     def __init__(self, replies: Sequence[Reply]) -> None:
         self._replies = list(replies)
         self.requests: list[list[ChatMessage]] = []
         self.tools_offered: list[list[ToolSpec]] = []
+        self.prewarmed: list[list[ChatMessage]] = []
+        self.withdrawn: list[list[ChatMessage]] = []
+        self._answered: list[Reply] = []
+
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+        self.prewarmed.append([dict(m) for m in messages])
+
+    def withdraw(self) -> None:
+        """The latest request was speculative and thrown away: its reply comes again."""
+        self.withdrawn.append(self.requests.pop())
+        self._replies.insert(0, self._answered.pop())
 
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
                ) -> Iterator[str | ToolCall]:
         self.requests.append([dict(m) for m in messages])
         self.tools_offered.append(list(tools))
         reply = self._replies.pop(0) if self._replies else ""
+        self._answered.append(reply)
         for part in [reply] if isinstance(reply, str) else reply:
             if isinstance(part, ToolCall):
                 yield part

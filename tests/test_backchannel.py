@@ -20,11 +20,14 @@ from edge_agent.conversation.backchannel import (
     load_classifier,
     normalize,
 )
+from edge_agent.conversation.voice_shape import VoiceShape
 from edge_agent.errors import ConfigError
-from tests.custom_classifier import AlwaysInterrupt
+from tests.custom_classifier import HumsAreBackchannels
 
 BC, INT = Verdict.BACKCHANNEL, Verdict.INTERRUPTION
 SHORT = 600.0
+HUM = VoiceShape(speech_ms=480.0, voiced_ratio=0.9, high_ratio=0.12, syllables=2)
+"""How a short voiced burst ("mm-hmm") measures."""
 """A typical duration for a short acknowledgement."""
 
 BACKCHANNELS = {
@@ -227,8 +230,15 @@ def test_lexicon_spec() -> None:
                                   " tests.custom_classifier:ready_made "])
 def test_dotted_path_to_a_class_or_an_instance(spec: str) -> None:
     classifier = load_classifier(spec, "edge-agent.toml")
-    assert isinstance(classifier, AlwaysInterrupt)
-    assert classifier.classify("yeah", SHORT, "en") is INT
+    # A words-only classifier (classify(text, speech_ms, language)) is not given the sound.
+    assert classifier.classify("yeah", SHORT, "en", HUM) is INT
+
+
+def test_a_classifier_that_takes_the_sound_is_given_it() -> None:
+    classifier = load_classifier("tests.custom_classifier:HumsAreBackchannels", "cfg.toml")
+    assert isinstance(classifier, HumsAreBackchannels)
+    assert classifier.classify("enema", SHORT, "en", HUM) is BC
+    assert classifier.classify("enema", SHORT, "en", None) is INT
 
 
 @pytest.mark.parametrize(("spec", "reason"), [
@@ -264,3 +274,25 @@ def test_a_module_that_fails_to_import_is_reported_as_such(
         load_classifier("raises_bc:Cls", "cfg.toml")
     for name in ("needs_dep_bc", "raises_bc"):
         sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(("heard", "sound", "verdict"), [
+    # Moonshine's spellings of a Piper "mm-hmm", "mhm", "uh-huh": hums by letters and sound.
+    ("Mm, m, uh.", HUM, BC),
+    ("M. H. N..", HUM, BC),
+    ("Uh?", HUM, BC),
+    # Without the sound, unknown words interrupt (the expensive mistake is the other one).
+    ("M. H. N..", None, INT),
+    # Letters no hum has: a word, even a garbled one.
+    ("Them.", HUM, INT),
+    ("And mamma.", HUM, INT),
+    # Not a short voiced burst: too long, unvoiced (a cough), too many syllables.
+    ("Mm, m, uh.", VoiceShape(1400.0, 0.9, 0.1, 3), INT),
+    ("Mm, m, uh.", VoiceShape(400.0, 0.2, 0.3, 1), INT),
+    ("Mm, m, uh.", VoiceShape(800.0, 0.9, 0.1, 5), INT),
+    # A stop word interrupts whatever the sound.
+    ("No.", HUM, INT),
+])
+def test_a_garbled_hum_is_a_backchannel_by_its_letters_and_its_sound(
+        heard: str, sound: VoiceShape | None, verdict: Verdict) -> None:
+    assert LexiconClassifier().classify(heard, SHORT, "en", sound) is verdict

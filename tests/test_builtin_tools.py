@@ -126,8 +126,9 @@ def test_tools_load_by_builtin_name_and_dotted_path(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "says"), [
     ("order_pizza", "unknown tool 'order_pizza': use a built-in tool (book_table)"),
-    ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
-    ("tests.test_builtin_tools:missing", "has no callable 'missing'"),
+    ("no_such_module_xyz:make", "module 'no_such_module_xyz' (from 'no_such_module_xyz:make') "
+                                "not found"),
+    ("tests.test_builtin_tools:missing", "has no 'missing'"),
     ("tests.test_builtin_tools:not_a_tool", "returned str; it must return a Tool"),
     ("tests.test_builtin_tools:failing_factory", "failed: RuntimeError: no licence key"),
 ])

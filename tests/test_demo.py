@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.audio.pcm import read_wav
+from edge_agent.bench.wer import normalize
 
 pytestmark = pytest.mark.models
 
@@ -27,7 +28,7 @@ def _demo(tmp_path: Path, *args: str) -> tuple[dict, str]:  # type: ignore[type-
 def test_default_demo_records_heard_truth(tmp_path: Path) -> None:
     record, stdout = _demo(tmp_path, "--audio-dir", str(tmp_path / "units"))
     assert "agent was cut" in stdout
-    users = [t["text"] for t in record["turns"] if t["role"] == "user"]
+    users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
     assert len(users) == 3
     assert "book a table for tonight" in users[0]
     assert "people" in users[1]

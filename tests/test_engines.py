@@ -86,10 +86,11 @@ def test_vosk_adapter_returns_words_with_times(model_path: Any, piper: Any) -> N
 
 
 def test_vosk_rejects_a_directory_that_is_not_a_model(tmp_path: Path) -> None:
-    from edge_agent.errors import EngineError
+    from edge_agent.errors import ModelFileError
 
-    with pytest.raises(EngineError, match="does not look like a Vosk model"):
+    with pytest.raises(ModelFileError, match="not a Vosk model") as caught:
         VoskRecognizer(tmp_path)
+    assert caught.value.exit_code == 3  # a model problem, named as such
 
 
 @pytest.fixture(scope="module")

@@ -111,7 +111,7 @@ async def test_cut_inside_shall_then_yes_reaches_the_model_without_the_question(
 
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)  # "Sure." played out
     h.mic.say(speech(0.5))
-    await h.run_until(lambda: len(h.llm.requests) == 3)
+    await h.run_until(lambda: len(h.events(LlmRequest)) == 3)  # sent (ahead, as the silence ran)
     await stop(task)
     prompt = h.llm.requests[2]
     assert prompt[-4:] == [

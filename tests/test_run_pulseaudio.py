@@ -18,6 +18,7 @@ import pytest
 from edge_agent.audio import pulse_rig as pulse
 from edge_agent.audio.pcm import read_wav
 from edge_agent.bench.heard import recorded_length
+from edge_agent.bench.wer import normalize
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 
@@ -209,8 +210,7 @@ LONG_REPLY = ("We open at nine in the morning and close at eleven at night. The 
 def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
         pulse_audio: pulse.PulseServer, tmp_path: Path) -> None:
     """Caller audio comes from paplay processes into the virtual microphone while the agent
-    plays through PyAudio: "okay" pauses and resumes it, "wait, stop" cuts it. ("okay" because
-    PocketSphinx hears Piper's "okay" right every time; its "yeah" now and then as "yet".)"""
+    plays through PyAudio: "okay" pauses and resumes it, "wait, stop" cuts it."""
     config = _write_config(tmp_path, (LONG_REPLY, "Okay."))
     question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
     okay = _caller_wav(tmp_path / "okay.wav", "Okay.", 0.2)
@@ -232,7 +232,7 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
         time.sleep(1.5)
         assert pulse_audio.play(stop_it).wait(30) == 0
         assert out.wait_for(r"agent was cut", 10), _report(agent, out)
-        assert out.wait_for(r"agent heard +: wait", 10), _report(agent, out)
+        assert out.wait_for(r"(?i)agent heard +: wait", 10), _report(agent, out)
     finally:
         agent.terminate()
         try:
@@ -254,7 +254,7 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     # Paused and resumed once, cut once: the played audio is still one unbroken prefix.
     pcm, rate = read_wav(tmp_path / "units" / f"{unit['unit_id']}.wav")
     assert abs(len(pcm) // 2 * 1000 / rate - unit["played_ms"]) <= 1
-    assert [t["text"] for t in data["turns"] if t["role"] == "user"][-1].startswith("wait")
+    assert normalize([t["text"] for t in data["turns"] if t["role"] == "user"][-1])[0] == "wait"
 
 
 def _report(agent: subprocess.Popen[str], out: _Lines) -> str:

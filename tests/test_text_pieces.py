@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edge_agent.conversation.clauses import ClauseSplitter, MarkerFilter
-from edge_agent.conversation.segmenter import Boundary, SegmenterSettings, SpeechSegmenter
+from edge_agent.conversation.segmenter import SegmenterSettings, SpeechSegmenter
 
 
 def _split(pieces: list[str]) -> list[str]:
@@ -33,12 +33,22 @@ def test_every_character_comes_out_once_in_order(pieces: list[str]) -> None:
     assert "".join(_split(pieces)) == "".join(pieces)
 
 
-def test_segmenter_onset_and_end_of_turn() -> None:
-    segmenter = SpeechSegmenter(SegmenterSettings(0.5, min_speech_ms=96, end_silence_ms=320), 32)
-    probabilities = [0.9, 0.1] + [0.9] * 10 + [0.2] * 9 + [0.0] * 2
-    boundaries = [(i, b) for i, p in enumerate(probabilities) if (b := segmenter.push(p))]
-    # Onset needs 3 consecutive speech frames (96 ms); the end needs 10 quiet ones (320 ms).
-    assert boundaries == [(4, Boundary.START), (21, Boundary.END)]
+def test_segmenter_onset_and_trailing_silence() -> None:
+    segmenter = SpeechSegmenter(SegmenterSettings(0.5, min_speech_ms=96), 32)
+    probabilities = [0.9, 0.1] + [0.9] * 10 + [0.2] * 9 + [0.4, 0.0, 0.0]
+    silences = []
+    onsets = []
+    for i, p in enumerate(probabilities):
+        if segmenter.push(p):
+            onsets.append(i)
+        silences.append(segmenter.silence_ms)
+    # Onset needs 3 consecutive speech frames (96 ms). Inside speech a frame is silence below
+    # threshold - 0.15: 0.2 counts, 0.4 (a soft syllable) restarts the count.
+    assert onsets == [4]
+    assert silences[11] == 0 and silences[20] == 9 * 32 and silences[21] == 0
+    assert silences[23] == 2 * 32 and segmenter.in_speech
+    segmenter.end()
+    assert not segmenter.in_speech and segmenter.silence_ms == 0 and segmenter.speech_ms == 0
 
 
 @given(st.lists(st.text(alphabet="ab [].,iterupd\n", max_size=8), max_size=12))

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from edge_agent.app import conversation_settings
 from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
 from edge_agent.clock import VirtualClock
-from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
-from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.config import Config
+from edge_agent.conversation.agent import Conversation, Engines
+from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.tools import Toolbox
+from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.events import Event, EventLog
 from edge_agent.owner import Owner
 from tests.fakes import FakeLanguageModel, FakeRecognizer, FakeSpeech, FakeVad, InlineOwner, Reply
+
+TURN_RULES = {f.name for f in dataclasses.fields(TurnRules)}
+ENDPOINT_RULES = {f.name for f in dataclasses.fields(EndpointRules)}
 
 
 @dataclass
@@ -30,7 +37,7 @@ class Harness:
     tts: TextToSpeech = field(default_factory=FakeSpeech)
     pause_on_speech: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
-    """Other ConversationSettings fields to set."""
+    """Other ConversationSettings, TurnRules or EndpointRules fields to set."""
     clock: VirtualClock = field(default_factory=VirtualClock)
 
     def __post_init__(self) -> None:
@@ -38,13 +45,18 @@ class Harness:
         self.speaker = VirtualSpeaker(self.clock, self.tts.sample_rate)
         self.llm = FakeLanguageModel(self.replies)
         self.log = EventLog(self.clock)
-        settings = ConversationSettings(
+        defaults = conversation_settings(Config())
+        turns = {k: v for k, v in self.overrides.items() if k in TURN_RULES}
+        endpoint = {k: v for k, v in self.overrides.items() if k in ENDPOINT_RULES}
+        rest = {k: v for k, v in self.overrides.items() if k not in {*turns, *endpoint}}
+        settings = dataclasses.replace(
+            defaults,
             system_prompt="SYSTEM",
             greeting=self.greeting,
-            segmenter=SegmenterSettings(threshold=0.5, min_speech_ms=96, end_silence_ms=320),
-            barge_in_min_ms=200,
-            pause_on_speech=self.pause_on_speech,
-            **self.overrides,
+            endpoint=dataclasses.replace(defaults.endpoint, unknown_ms=320, **endpoint),
+            turns=dataclasses.replace(defaults.turns, barge_in_min_ms=200,
+                                      pause_on_speech=self.pause_on_speech, **turns),
+            **rest,
         )
         engines = Engines(FakeVad(), FakeRecognizer(self.transcripts), self.llm, self.tts)
 

@@ -46,3 +46,9 @@ class Speaker(Protocol):
     def interrupt(self) -> int:
         """Stop at once with no tail, drop everything queued; returns the final played count."""
         ...
+
+    def played_audio(self, start: int, end: int) -> bytes:
+        """The samples written for device frames [start, end) (int16), as far as the last few
+        seconds are kept; silence where nothing was written. The agent's own voice, to tell
+        its echo in the microphone from a person."""
+        ...

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from edge_agent.audio.recent import RecentAudio
 from edge_agent.clock import Clock
 from edge_agent.errors import AudioDeviceError
 
@@ -134,6 +135,7 @@ class PyAudioSpeaker:
         self._restart_audio = 0  # audio frames played when the stream last (re)started
         self._anchor: tuple[int, float] | None = None  # (device frames before, DAC time)
         self._paused = False
+        self._recent = RecentAudio(sample_rate)
         self._continue = pyaudio.paContinue
         try:
             self._stream = pa.open(format=pyaudio.paInt16, channels=1, rate=sample_rate,
@@ -147,6 +149,7 @@ class PyAudioSpeaker:
             start = self._audio_out + self._queued
             self._queue.append(pcm)
             self._queued += len(pcm) // 2
+            self._recent.add(start, pcm)
         return start
 
     def played_frames(self) -> int:
@@ -191,6 +194,7 @@ class PyAudioSpeaker:
             # Read after the abort: what played while it took effect was heard too.
             played = self._played_locked()
             self._audio_out = self._restart_audio = played
+            self._recent.drop_from(played)
             self._device_out = 0
             self._runs.clear()
             self._anchor = None
@@ -200,6 +204,10 @@ class PyAudioSpeaker:
             raise AudioDeviceError(f"the output device did not restart after playback was "
                                    f"interrupted: {exc}") from None
         return played
+
+    def played_audio(self, start: int, end: int) -> bytes:
+        with self._lock:
+            return self._recent.get(start, end)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 
 from edge_agent.audio.pcm import silence
+from edge_agent.audio.recent import RecentAudio
 from edge_agent.clock import Clock
 
 
@@ -24,7 +25,7 @@ class VirtualSpeaker:
     paused; idle or paused, it stands still at the anchor frame.
     """
 
-    def __init__(self, clock: Clock, sample_rate: int, keep_seconds: float = 0.0) -> None:
+    def __init__(self, clock: Clock, sample_rate: int) -> None:
         self.sample_rate = sample_rate
         self._clock = clock
         self._written = 0
@@ -35,21 +36,14 @@ class VirtualSpeaker:
         self._anchors: deque[tuple[float, int, float | None]] = deque(maxlen=64)
         self._paused = False
         self._changed = asyncio.Event()
-        self._keep = int(keep_seconds * sample_rate)
-        self._audio = bytearray()  # the last `keep_seconds` written, for an echo path
-        self._audio_start = 0  # frame number of self._audio[0]
+        self._recent = RecentAudio(sample_rate)
 
     def write(self, pcm: bytes) -> int:
         start = self._written
         if not self._paused and self.played_frames() >= self._written:
             self._anchor(self._written, self._clock.now())
         self._written += len(pcm) // 2
-        if self._keep:
-            self._audio.extend(pcm)
-            excess = len(self._audio) // 2 - self._keep
-            if excess > 0:
-                del self._audio[: 2 * excess]
-                self._audio_start += excess
+        self._recent.add(start, pcm)
         self._changed.set()
         return start
 
@@ -73,10 +67,7 @@ class VirtualSpeaker:
         self._anchor_frame, self._anchor_time = frame, since
 
     def played_audio(self, start: int, end: int) -> bytes:
-        """Audio of frames [start, end) if still kept (see `keep_seconds`), else what is."""
-        first = max(start, self._audio_start) - self._audio_start
-        last = max(first, min(end, self._written) - self._audio_start)
-        return bytes(self._audio[2 * first : 2 * last])
+        return self._recent.get(start, end)
 
     async def wait_played(self, frame: int) -> None:
         while self.played_frames() < (target := min(frame, self._written)):
@@ -107,6 +98,7 @@ class VirtualSpeaker:
     def interrupt(self) -> int:
         played = self.played_frames()
         self._written = played
+        self._recent.drop_from(played)
         self._anchor(played, None)
         self._paused = False
         self._changed.set()

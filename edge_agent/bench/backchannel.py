@@ -3,7 +3,7 @@
 Each corpus clip (`backchannel_corpus.toml`: what the listener says, the right verdict, the
 language) is spoken by Piper, resampled to the recognizer's rate, transcribed by the recognizer
 in 100 ms pieces as the live loop streams it, and the transcript classified with
-speech_ms = the clip's duration. The said text is classified as well, without audio, so a
+speech_ms = the clip's duration and the clip's sound shape (`voice_shape`). The said text is classified as well, without audio, so a
 wrong verdict can be put down to the recognizer (the text alone was right) or to the lexicon.
 
 Missing a real interruption is the expensive mistake (the agent talks over the listener); a
@@ -19,6 +19,7 @@ from typing import Any
 
 from edge_agent.audio.pcm import resample
 from edge_agent.conversation.backchannel import LANGUAGES, BackchannelClassifier, Verdict
+from edge_agent.conversation.voice_shape import voice_shape
 from edge_agent.engines.base import SpeechRecognizer, TextToSpeech
 from edge_agent.errors import ConfigError
 from edge_agent.tomlfile import parse_toml, read_text
@@ -134,10 +135,11 @@ def _one_clip(tts: TextToSpeech, stt: SpeechRecognizer, classifier: BackchannelC
         stt.feed(pcm[start:start + chunk])
     transcript = stt.end().text
     speech_ms = round(audio.samples * 1000 / audio.sample_rate, 1)
+    sound = voice_shape(pcm, stt.sample_rate)
     return ClipResult(
         say=clip.say, language=clip.language, classified_as=language, speech_ms=speech_ms,
         transcript=transcript, expected=clip.label,
-        got=Verdict(classifier.classify(transcript, speech_ms, language)),
+        got=Verdict(classifier.classify(transcript, speech_ms, language, sound)),
         got_from_text=Verdict(classifier.classify(clip.say, speech_ms, language)))
 
 

@@ -1,8 +1,8 @@
 """Word error rate: (substitutions + deletions + insertions) / words said.
 
 Both texts are normalized first so that spelling conventions are not counted as errors:
-lowercase, punctuation dropped (apostrophes kept inside words), hyphens split ("mm-hmm" ->
-"mm hmm"), "p.m."/"a.m." written as letters, and numbers written as their digits one by one,
+lowercase, punctuation dropped (apostrophes kept inside words), hyphenated words joined
+("to-night" -> "tonight", "mm-hmm" -> "mmhmm"), "p.m."/"a.m." written as letters, and numbers written as their digits one by one,
 whether spelled or not ("eight thirty", "8:30" -> "8 3 0"; "seven one five", "715" ->
 "7 1 5"; "four" -> "4"), so that a recognizer writing digits is not charged for it.
 """
@@ -18,7 +18,7 @@ _NUMBERS = {word: str(value) for value, word in enumerate((
 _NUMBERS.update({word: str(10 * tens) for tens, word in enumerate(
     ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"), start=2)})
 _NUMBERS["oh"] = "0"
-_COMPOUND = re.compile(r"\b(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety) "
+_COMPOUND = re.compile(r"\b(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)[ -]"
                        r"(one|two|three|four|five|six|seven|eight|nine)\b")
 
 
@@ -29,8 +29,9 @@ def normalize(text: str) -> list[str]:
     text = re.sub(r"(\d)([ap]m)\b", lambda m: f"{m.group(1)} {m.group(2)[0]} m", text)
     text = re.sub(r"\b([ap])m\b", r"\1 m", text)
     text = re.sub(r"(\d+):00\b", r"\1", text)
-    text = re.sub(r"[^\w'\s]|_", " ", text)
     text = _COMPOUND.sub(lambda m: _NUMBERS[m.group(1)][0] + _NUMBERS[m.group(2)], text)
+    text = re.sub(r"(?<=[a-z])-(?=[a-z])", "", text)  # "to-night", "mm-hmm" as one word
+    text = re.sub(r"[^\w'\s]|_", " ", text)
     words: list[str] = []
     for word in (w.strip("'") for w in text.split()):
         if not word:

@@ -1,30 +1,33 @@
-"""The loop: microphone -> VAD -> STT -> turn-taking; replies are spoken by the Responder.
+"""The loop: microphone -> VAD -> STT -> turns; replies are spoken by the Responder.
 
-One asyncio task listens. User speech while the agent is silent becomes a user turn at the end
-of the segment. User speech over the agent is an *overlap*: playback may pause at its onset
-(`pause_on_speech`), and it becomes a barge-in only when it is sustained, has words, is not the
-agent's own echo and the backchannel classifier calls it an interruption. Anything else resumes
-playback where it paused and is logged, not answered.
+One asyncio task listens. User speech while the agent is silent becomes a user turn once the
+silence after it is long enough for its words (`conversation.endpoint`); the answer is prepared
+while that silence runs (`conversation.prepared`). User speech over the agent is an overlap,
+judged by `conversation.turn_taking`: pause at its onset, barge in, or resume after a
+backchannel, a cough or the agent's own echo.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-
-import numpy as np
+from dataclasses import dataclass, field
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.unit_audio import UnitAudioWriter
-from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier, Verdict
-from edge_agent.conversation.echo import EchoFilter, words_played
-from edge_agent.conversation.echo_audio import RATE, echo_coherence, to_compare_rate
+from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
+from edge_agent.conversation.echo import EchoFilter
+from edge_agent.conversation.endpoint import silence_needed
+from edge_agent.conversation.overlap import OverlapAudio
+from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.replies import Responder
-from edge_agent.conversation.segmenter import Boundary, SpeechSegmenter
+from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
+from edge_agent.conversation.turn_taking import Judgement, Onset, Outcome, TurnTaking
 from edge_agent.engines.base import Transcript
 from edge_agent.events import (
     Backchannel,
@@ -36,7 +39,9 @@ from edge_agent.events import (
     PlaybackResumed,
     SessionEnded,
     SessionStarted,
+    SpeculationCancelled,
     TurnDropped,
+    TurnStage,
     UserSpeechEnded,
     UserSpeechStarted,
     UserTurn,
@@ -46,30 +51,23 @@ from edge_agent.owner import Owner, OwnerThread
 
 __all__ = ["Conversation", "ConversationSettings", "Engines"]
 
-_ECHO_DELAY_S = 0.3
-"""How far the microphone may lag or lead the played-frame cursor (device buffers, the room)."""
-_ECHO_WINDOW_S = 3.0
-"""How much of the latest microphone audio is compared with the playback."""
-_RECHECK_MS = 96
-"""How often an undecided overlap asks the recognizer for its words so far."""
-
 
 @dataclass
-class _Overlap:
-    """User speech that began while the agent was speaking: not a turn yet, maybe never."""
+class _Utterance:
+    """One stretch of user speech, from its onset until the loop ends it."""
 
-    echo_from: int
-    """Speaker frame from which the agent's audio may come back in this speech."""
-    mic: bytearray
-    """The microphone audio of this speech so far (from the pre-roll on)."""
-    mic_at_pause: int
-    """Bytes of `mic` captured when playback paused at the onset."""
-    paused: bool
-    """Playback was paused at the onset."""
-    decided: bool = False
-    """It became a barge-in."""
-    checked_ms: float = 0.0
-    """Speech length at the last look at the recognizer's words."""
+    onset: float
+    """Audio time of its first speech frame."""
+    overlap: OverlapAudio | None
+    """Set when it began over the agent and is still to be judged (or was a barge-in)."""
+    held: list[bytes] = field(default_factory=list)
+    """Silence frames not fed to the recognizer yet: once the words were taken for the
+    speculative transcript, the recognizer keeps that audio, so its final transcript is the
+    same (and free); held frames are fed if speech resumes."""
+    words: asyncio.Task[str] | None = None
+    """The speculative transcript, running or done."""
+    prepared: PreparedReply | None = None
+    """The answer being prepared from those words."""
 
 
 class Conversation:
@@ -95,8 +93,8 @@ class Conversation:
         self._log = log
         self.history = history or History()
         self._stt_thread = owner("stt")
-        self._classifier = classifier or LexiconClassifier()
-        self._echo = echo or EchoFilter()
+        self._turn_taking = TurnTaking(settings.turns, classifier or LexiconClassifier(),
+                                       echo or EchoFilter())
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
                                     history=self.history, owner=owner, unit_audio=unit_audio,
                                     tools=tools or Toolbox())
@@ -123,6 +121,7 @@ class Conversation:
     async def run(self) -> None:
         """Greet (if configured) and converse until cancelled; then finalize what is open."""
         try:
+            self._responder.prewarm()
             if self._settings.session_start == "immediate":
                 self._open_session("start-up", greet=True)
             await self._listen()
@@ -137,48 +136,127 @@ class Conversation:
         segmenter = SpeechSegmenter(self._settings.segmenter, frame_ms)
         preroll: deque[bytes] = deque(maxlen=max(1, round(self._settings.preroll_ms / frame_ms)))
         frames_seen = 0
-        onset = last_activity = 0.0
-        overlap: _Overlap | None = None
+        last_activity = 0.0
+        utterance: _Utterance | None = None
         idle_end = self._settings.idle_end_s
         async for frame in mic.frames():
             if self._responder.failure is not None:
                 raise self._responder.failure
             frames_seen += 1
-            boundary = segmenter.push(self._engines.vad.speech_probability(frame))
+            started = segmenter.push(self._engines.vad.speech_probability(frame))
             preroll.append(frame)
             audio_time = frames_seen * frame_ms / 1000
-            if self.busy or boundary is not None:
+            if self.busy or started:
                 last_activity = audio_time
             elif self._session and idle_end and audio_time - last_activity >= idle_end:
                 await self._end_session()
-            if boundary is Boundary.START:
+            if started:
                 self._hearing = True
                 onset = audio_time - segmenter.speech_ms / 1000
                 self._log.publish(UserSpeechStarted(onset))
+                heard = b"".join(preroll)
                 await self._stt_thread.call(stt.begin)
-                await self._stt_thread.call(stt.feed, b"".join(preroll))
-                overlap = (self._overlap_begins(segmenter.speech_ms, b"".join(preroll))
-                           if self.replying else None)
-            elif segmenter.in_speech or boundary is Boundary.END:
-                await self._stt_thread.call(stt.feed, frame)
-                if overlap is not None:
-                    overlap.mic.extend(frame)
-            if (overlap is not None and not overlap.decided and segmenter.in_speech
-                    and self.replying and await self._interrupts(overlap, segmenter.speech_ms)):
+                await self._stt_thread.call(stt.feed, heard)
+                overlap = None
+                if self.replying:
+                    overlap = self._overlap_begins(
+                        heard, segmenter.speech_ms + self._settings.preroll_ms)
+                utterance = _Utterance(onset, overlap)
+                continue
+            if utterance is None:
+                continue
+            await self._hear(utterance, frame, segmenter.silence_ms)
+            overlap = utterance.overlap
+            if (overlap is not None and not overlap.decided and self.replying
+                    and await self._interrupts(overlap, segmenter.speech_ms)):
                 overlap.decided = True
                 await self._barge_in()
-            if boundary is Boundary.END:
-                self._log.publish(UserSpeechEnded(audio_time))
-                transcript = await self._stt_thread.call(stt.end)
-                self._hearing = False
-                spoken_ms = 1000 * (audio_time - onset) - self._settings.segmenter.end_silence_ms
-                ended, overlap = overlap, None
-                if (ended is not None and not ended.decided
-                        and not await self._overlap_ends(ended, transcript, spoken_ms, audio_time)):
-                    continue
-                await self._user_turn(transcript, audio_time)
+            if segmenter.silence_ms >= self._silence_needed(utterance):
+                spoken_ms = segmenter.speech_ms - segmenter.silence_ms
+                self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms)))
+                segmenter.end()
+                ended, utterance = utterance, None
+                await self._utterance_ends(ended, spoken_ms, audio_time)
 
-    async def _user_turn(self, transcript: Transcript, audio_time: float) -> None:
+    async def _hear(self, utterance: _Utterance, frame: bytes, silence_ms: float) -> None:
+        """One frame of an utterance: to the recognizer (or held back during a speculative
+        silence); speech that resumes throws away the speculation."""
+        stt = self._engines.stt
+        if utterance.overlap is not None:
+            utterance.overlap.add(frame)
+        if silence_ms == 0:
+            if utterance.words is not None:
+                await self._drop_speculation(utterance, "speech resumed")
+            if utterance.held:
+                await self._stt_thread.call(stt.feed, b"".join(utterance.held))
+                utterance.held.clear()
+        if utterance.words is not None:
+            utterance.held.append(frame)
+            return
+        await self._stt_thread.call(stt.feed, frame)
+        if silence_ms >= self._settings.endpoint.speculate_ms and self._may_speculate(utterance):
+            utterance.words = asyncio.create_task(self._speculate(utterance))
+
+    def _may_speculate(self, utterance: _Utterance) -> bool:
+        """Not while speech over the agent is undecided: it may be a backchannel."""
+        return utterance.overlap is None or utterance.overlap.decided
+
+    async def _speculate(self, utterance: _Utterance) -> str:
+        """The words so far; and, in an open session, the answer to them prepared."""
+        turn = self._user_turns + 1
+        words = (await self._stt_thread.call(self._engines.stt.partial)).strip()
+        self._log.publish(TurnStage(turn, "transcript", speculative=True))
+        if words and self._session:
+            utterance.prepared = self._responder.prepare(turn, words)
+        return words
+
+    async def _drop_speculation(self, utterance: _Utterance, reason: str) -> None:
+        words, utterance.words = utterance.words, None
+        if words is not None and not words.done():
+            words.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await words
+        prepared, utterance.prepared = utterance.prepared, None
+        if prepared is not None:
+            await self._responder.discard(prepared, reason)
+        else:
+            self._log.publish(SpeculationCancelled(self._user_turns + 1, reason))
+
+    def _silence_needed(self, utterance: _Utterance) -> float:
+        """The silence that ends this utterance: by its words once they are known; while they
+        are being transcribed, as long as any words could ask for."""
+        rules = self._settings.endpoint
+        words = utterance.words
+        if words is None:
+            return rules.unknown_ms
+        if not words.done():
+            return max(rules.unknown_ms, rules.complete_ms, rules.incomplete_ms)
+        return silence_needed(rules, words.result())
+
+    async def _utterance_ends(self, utterance: _Utterance, spoken_ms: float,
+                              audio_time: float) -> None:
+        stt = self._engines.stt
+        if utterance.overlap is not None and utterance.overlap.asking is not None:
+            await utterance.overlap.asking  # the recognizer is done with it before it ends
+        speculated = ""
+        if utterance.words is not None:
+            speculated = await utterance.words
+        transcript = await self._stt_thread.call(stt.end)
+        self._hearing = False
+        prepared = utterance.prepared
+        if prepared is not None and transcript.text.strip() != speculated:
+            await self._responder.discard(prepared, "words changed")
+            prepared = None
+        overlap = utterance.overlap
+        if (overlap is not None and not overlap.decided
+                and not await self._overlap_ends(overlap, transcript, spoken_ms, audio_time)):
+            return
+        if utterance.words is None:
+            self._log.publish(TurnStage(self._user_turns + 1, "transcript", speculative=False))
+        await self._user_turn(transcript, audio_time, prepared)
+
+    async def _user_turn(self, transcript: Transcript, audio_time: float,
+                         prepared: PreparedReply | None = None) -> None:
         text = transcript.text.strip()
         if not text:
             self._log.publish(TurnDropped(audio_time))
@@ -199,7 +277,7 @@ class Conversation:
         self.history.add_user(text)
         await self._responder.stop()
         self._user_turns += 1
-        self._responder.start(self._user_turns)
+        self._responder.start(self._user_turns, prepared)
 
     def _opens_session(self, text: str) -> str | None:
         """What to answer if `text` opens a session ("" for nothing), or None if it does not."""
@@ -224,97 +302,59 @@ class Conversation:
         self.history = self._responder.history = History()
         self._session = 0
 
-    def _overlap_begins(self, speech_ms: float, heard: bytes) -> _Overlap:
-        heard_for = (speech_ms + self._settings.preroll_ms) / 1000
-        echo_from = self._speaker.played_frames() - int(heard_for * self._speaker.sample_rate)
-        overlap = _Overlap(echo_from=echo_from, mic=bytearray(heard), mic_at_pause=len(heard),
-                           paused=False)
+    def _overlap_begins(self, heard: bytes, heard_ms: float) -> OverlapAudio:
+        overlap = OverlapAudio(self._speaker, self._mic.sample_rate, heard, heard_ms)
         # The onset's own sound decides the pause: the agent's echo does not pause it (no
         # stutter on a kiosk without an echo canceller), anything else does.
-        if self._settings.pause_on_speech and not self._sounds_like_playback(overlap):
+        if self._turn_taking.at_onset(overlap.echo_score()) is Onset.PAUSE:
             overlap.paused = True
             self._speaker.pause()
             self._log.publish(PlaybackPaused(self._responder.playing_unit))
         return overlap
 
-    async def _interrupts(self, overlap: _Overlap, speech_ms: float) -> bool:
-        """While the user speaks over the agent: is this already a real interruption?"""
-        settings = self._settings
-        if speech_ms < settings.barge_in_min_ms:
-            return False
-        forced = speech_ms >= settings.barge_in_force_ms
-        if speech_ms - overlap.checked_ms < _RECHECK_MS and not forced:
-            return False
-        overlap.checked_ms = speech_ms
-        text = await self._stt_thread.call(self._engines.stt.partial)
-        if self._is_echo(text, overlap):
-            return False
-        if forced:
-            return True
-        return (len(text.split()) >= settings.barge_in_min_words
-                and self._classify(text, speech_ms) is Verdict.INTERRUPTION)
+    async def _interrupts(self, overlap: OverlapAudio, speech_ms: float) -> bool:
+        """While the user speaks over the agent: is this already a real interruption?
 
-    async def _overlap_ends(self, overlap: _Overlap, transcript: Transcript, spoken_ms: float,
+        The recognizer is asked for the words in the background (a whole-segment recognizer
+        takes tens of milliseconds), so the loop keeps taking frames in real time; the overlap
+        is judged when new words arrive, and on every frame once it is long enough to force a
+        barge-in."""
+        turn_taking = self._turn_taking
+        asking = overlap.asking
+        if asking is None and turn_taking.wants_words(speech_ms, overlap.words_at_ms):
+            overlap.words_at_ms = speech_ms
+            overlap.asking = asyncio.ensure_future(
+                self._stt_thread.call(self._engines.stt.partial))
+            return False
+        fresh = asking is not None and asking.done()
+        if asking is not None and fresh:
+            overlap.words, overlap.asking = asking.result(), None
+        elif speech_ms < turn_taking.rules.barge_in_force_ms:
+            return False
+        evidence = overlap.evidence(speech_ms, overlap.words, self._responder.recent_units())
+        return turn_taking.during(evidence) is Judgement.BARGE_IN
+
+    async def _overlap_ends(self, overlap: OverlapAudio, transcript: Transcript, spoken_ms: float,
                             audio_time: float) -> bool:
         """An overlap ended before it was judged: True if it is a turn to answer (a barge-in
         now); otherwise playback resumes where it paused and nothing is truncated."""
-        text = transcript.text.strip()
-        echo = bool(text) and self._is_echo(text, overlap)
-        if text and not echo and self._classify(text, spoken_ms) is Verdict.INTERRUPTION:
+        evidence = overlap.evidence(spoken_ms, transcript.text.strip(),
+                                    self._responder.recent_units())
+        outcome = self._turn_taking.at_end(evidence)
+        if outcome is Outcome.ANSWER:
             if self.replying:
                 await self._barge_in()
             return True
-        if not text:
+        if outcome is Outcome.DROP:
             self._log.publish(TurnDropped(audio_time))
-        elif echo:
-            self._log.publish(EchoIgnored(text, self._playing_text(overlap)))
+        elif outcome is Outcome.ECHO:
+            self._log.publish(EchoIgnored(evidence.words, evidence.playing))
         else:
-            self._log.publish(Backchannel(text, round(spoken_ms)))
+            self._log.publish(Backchannel(evidence.words, round(spoken_ms)))
         if overlap.paused:
             self._speaker.resume()
             self._log.publish(PlaybackResumed(self._responder.playing_unit))
         return False
-
-    def _classify(self, text: str, speech_ms: float) -> Verdict:
-        return self._classifier.classify(text, speech_ms, self._settings.language)
-
-    def _is_echo(self, text: str, overlap: _Overlap) -> bool:
-        """The agent's own voice: by sound (it correlates with what was played) or by words
-        (they match, in order, the words played meanwhile). Sound decides a garbled echo
-        ("the last orders" heard as "blast or"); words back it up where sound cannot tell."""
-        if self._sounds_like_playback(overlap):
-            return True
-        return bool(text.strip()) and self._echo.is_echo(text, self._playing_text(overlap))
-
-    def _sounds_like_playback(self, overlap: _Overlap) -> bool:
-        mic_rate = self._mic.sample_rate
-        heard = memoryview(overlap.mic)
-        if overlap.paused:
-            # Playback stopped at the onset: only what was captured until then (plus the room's
-            # delay) can hold echo; the rest is the user or silence.
-            heard = heard[: overlap.mic_at_pause + 2 * int(_ECHO_DELAY_S * mic_rate)]
-        # Only the latest few seconds are compared (they tell, and a long overlap stays cheap).
-        skip = max(0, len(heard) - 2 * int(_ECHO_WINDOW_S * mic_rate))
-        mic = to_compare_rate(bytes(heard[skip:]), mic_rate)
-        # The playback over the same span, starting `delay` earlier (the room lags), from the
-        # frame the microphone audio began at; silence past the cursor (paused, finished).
-        rate = self._speaker.sample_rate
-        start = overlap.echo_from + int((skip / 2 / mic_rate - _ECHO_DELAY_S) * rate)
-        played = to_compare_rate(
-            self._responder.played_audio(start, self._speaker.played_frames()), rate)
-        span = len(mic) + 2 * int(_ECHO_DELAY_S * RATE)
-        played = np.concatenate([played, np.zeros(max(0, span - len(played)))])[:span]
-        return echo_coherence(mic, played) >= self._settings.echo_coherence
-
-    def _playing_text(self, overlap: _Overlap) -> str:
-        """What the agent played from the overlap's start until now, across units."""
-        now = self._speaker.played_frames()
-        parts = []
-        for unit in self._responder.recent_units():
-            start, end = unit.played_at(overlap.echo_from), unit.played_at(now)
-            if end > start:
-                parts.append(words_played(unit.text, unit.words, start, end))
-        return " ".join(p for p in parts if p)
 
     async def _barge_in(self) -> None:
         self._log.publish(BargeIn(self._responder.playing_unit))

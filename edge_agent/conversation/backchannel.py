@@ -1,27 +1,31 @@
-"""Backchannel or interruption: what the listener said over the agent, judged from its words.
+"""Backchannel or interruption: what the listener said over the agent, by words and by sound.
 
 "mm-hm", "yeah", "sí claro", "haan ji" while the agent talks mean "go on": the unit keeps
 playing and nothing is truncated. "wait", "no, eight people" mean "stop": a barge-in. The
 conversation loop asks a `BackchannelClassifier` with the text recognized so far, how long the
-speech has lasted and the configured language; the default is a multilingual lexicon.
+speech has lasted, the configured language and the sound of the speech (`VoiceShape`); the
+default is a multilingual lexicon that listens to the sound when the words fail.
 
 Missing a real interruption is the expensive mistake (the agent talks over the listener), so the
-lexicon only says "backchannel" when every word is a known acknowledgement; anything it does not
-know interrupts.
+lexicon only says "backchannel" when every word is a known acknowledgement, or when the words
+are a recognizer's garble of a hum: a short voiced burst whose transcript holds nothing but the
+letters of hums ("Mm, m, uh.", "M. H. N.", "Uh?" for "mm-hmm", "mhm", "uh-huh"); anything else
+it does not know interrupts.
 """
 
 from __future__ import annotations
 
 import enum
-import importlib
 import inspect
 import itertools
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, cast, runtime_checkable
 
+from edge_agent.conversation.voice_shape import VoiceShape
 from edge_agent.errors import ConfigError
+from edge_agent.plugins import load_plugin
 
 
 class Verdict(enum.StrEnum):
@@ -33,9 +37,12 @@ class Verdict(enum.StrEnum):
 
 @runtime_checkable
 class BackchannelClassifier(Protocol):
-    def classify(self, text: str, speech_ms: float, language: str) -> Verdict:
+    def classify(self, text: str, speech_ms: float, language: str,
+                 sound: VoiceShape | None = None) -> Verdict:
         """`text`: the user's words recognized so far (may be empty); `speech_ms`: how long the
-        user has been speaking; `language`: a code from `LANGUAGES` or "any"."""
+        user has been speaking; `language`: a code from `LANGUAGES` or "any"; `sound`: the shape
+        of the speech so far, when the loop measured it. (A classifier whose `classify` takes
+        only the first three is given words only.)"""
         ...
 
 
@@ -197,7 +204,8 @@ class LexiconClassifier:
         self.max_words = max_words
         self.max_speech_ms = max_speech_ms
 
-    def classify(self, text: str, speech_ms: float, language: str) -> Verdict:
+    def classify(self, text: str, speech_ms: float, language: str,
+                 sound: VoiceShape | None = None) -> Verdict:
         words = normalize(text)
         if not words:
             return Verdict.BACKCHANNEL
@@ -206,7 +214,20 @@ class LexiconClassifier:
         lang = lexicon_language(language)
         if any(_STOPS[lang].matches([w]) for w in words):
             return Verdict.INTERRUPTION
-        return Verdict.BACKCHANNEL if _covered(words, _ACKS[lang]) else Verdict.INTERRUPTION
+        if _covered(words, _ACKS[lang]):
+            return Verdict.BACKCHANNEL
+        return Verdict.BACKCHANNEL if _garbled_hum(words, sound) else Verdict.INTERRUPTION
+
+
+_HUM_LETTERS = frozenset("mhnua")
+"""The letters recognizers spell hums with ("mm", "hmm", "uh", "mhm", "m h n", "uhuh")."""
+
+
+def _garbled_hum(words: list[str], sound: VoiceShape | None) -> bool:
+    """A recognizer's spelling of a hum: a short voiced burst (by its sound) whose at most three
+    words hold only the letters of hums. Without the sound, words alone never say so."""
+    return (sound is not None and sound.is_short_voiced_burst() and len(words) <= 3
+            and all(set(word) <= _HUM_LETTERS for word in words))
 
 
 def _covered(words: list[str], lexicon: _Lexicon) -> bool:
@@ -232,13 +253,9 @@ def load_classifier(spec: str, source: str) -> BackchannelClassifier:
         return LexiconClassifier()
     if not spec:
         raise ConfigError(source, _KEY, f"is empty: {_HOW}")
-    if ":" in spec:
-        module_name, _, attr_path = spec.partition(":")
-    else:
-        module_name, _, attr_path = spec.rpartition(".")
-    if not module_name or not attr_path:
+    if "." not in spec and ":" not in spec:
         raise ConfigError(source, _KEY, f"unknown classifier {spec!r}: {_HOW}")
-    found = _resolve(spec, module_name, attr_path, source)
+    found = load_plugin(spec, source, _KEY, "a classifier class")
     if inspect.isclass(found):
         try:
             found = found()
@@ -246,30 +263,31 @@ def load_classifier(spec: str, source: str) -> BackchannelClassifier:
             raise ConfigError(source, _KEY, f"cannot create {spec}() with no arguments: "
                               f"{type(exc).__name__}: {exc}. Give its __init__ defaults for "
                               "every parameter") from None
-    if not callable(getattr(found, "classify", None)):
+    classify = getattr(found, "classify", None)
+    if not callable(classify):
         raise ConfigError(source, _KEY, f"{spec} has no classify(text, speech_ms, language) "
                           "method: point at a class or object that has one")
+    if not _takes_sound(classify):
+        return _WordsOnly(found)
     return cast(BackchannelClassifier, found)
 
 
-def _resolve(spec: str, module_name: str, attr_path: str, source: str) -> object:
+def _takes_sound(classify: Callable[..., object]) -> bool:
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
-            raise ConfigError(source, _KEY, f"module {module_name!r} (from {spec!r}) not found: "
-                              "install the package that provides it or add its directory to "
-                              f"PYTHONPATH; or {_HOW}") from None
-        raise ConfigError(source, _KEY, f"importing {module_name!r} failed: {exc}. Install "
-                          "what it needs") from None
-    except Exception as exc:
-        raise ConfigError(source, _KEY, f"importing {module_name!r} failed: "
-                          f"{type(exc).__name__}: {exc}. Fix that module") from None
-    found: object = module
-    for part in attr_path.split("."):
-        try:
-            found = getattr(found, part)
-        except AttributeError:
-            raise ConfigError(source, _KEY, f"module {module_name!r} has no {attr_path!r} (from "
-                              f"{spec!r}): check the name after the module") from None
-    return found
+        parameters = inspect.signature(classify).parameters
+    except (TypeError, ValueError):
+        return False
+    return "sound" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+class _WordsOnly:
+    """A classifier written for words alone (classify(text, speech_ms, language)): the sound
+    of the speech is not passed to it."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def classify(self, text: str, speech_ms: float, language: str,
+                 sound: VoiceShape | None = None) -> Verdict:
+        return Verdict(self._inner.classify(text, speech_ms, language))  # type: ignore[attr-defined]

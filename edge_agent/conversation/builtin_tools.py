@@ -7,7 +7,6 @@ sequence of tools), so a deployment adds its own actions without touching the pa
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -17,6 +16,7 @@ from sqlite_utils import Database
 
 from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.errors import ConfigError
+from edge_agent.plugins import load_plugin
 
 MAX_PEOPLE = 20
 """Largest party `book_table` accepts; bigger groups need a person, not a voice agent."""
@@ -125,16 +125,9 @@ def _make(name: str, db_path: Path, source: str) -> list[Tool]:
     if ":" not in name:
         raise fail(f"unknown tool {name!r}: use a built-in tool ({', '.join(BUILTIN)}) or a "
                    "dotted path 'package.module:factory'")
-    module_name, _, attribute = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time failure is the user's module, reported as such
-        raise fail(f"cannot import module {module_name!r} for tool {name!r}: "
-                   f"{type(exc).__name__}: {exc}") from exc
-    factory = getattr(module, attribute, None)
+    factory = load_plugin(name, source, "tools.enabled", "a tool factory")
     if not callable(factory):
-        raise fail(f"module {module_name!r} has no callable {attribute!r} (tool {name!r}); "
-                   "it must be a function (db_path) -> Tool")
+        raise fail(f"{name!r} is not callable; it must be a function (db_path) -> Tool")
     try:
         made = factory(db_path)
     except Exception as exc:

@@ -10,18 +10,25 @@ _ABBREVIATIONS = frozenset(
 )
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s+")
 _SOFT_END = re.compile(r"[,;:]\s+")
+_FIRST_BREAK = re.compile(r"(?:[,;:]|\s[-–—])\s+")
 
 
 class ClauseSplitter:
     """Cuts a growing text into clauses at sentence ends (and at commas in long clauses).
 
+    The first clause may also end at the first comma, colon, semicolon or dash after
+    `first_words` words: the voice starts after a few words instead of a whole sentence
+    ("Great, | a table for four at 7 PM tonight."); the rest is synthesized while it plays.
+
     Every character pushed comes out exactly once, in order, whitespace included, so the
     clauses concatenate back to the generated text.
     """
 
-    def __init__(self, soft_break_chars: int = 60) -> None:
+    def __init__(self, soft_break_chars: int = 60, first_words: int = 1) -> None:
         self._buffer = ""
         self._soft_break_chars = soft_break_chars
+        self._first_words = first_words
+        self._first = True
 
     def push(self, piece: str) -> list[str]:
         self._buffer += piece
@@ -29,18 +36,31 @@ class ClauseSplitter:
         while (cut := self._next_cut()) is not None:
             clauses.append(self._buffer[:cut])
             self._buffer = self._buffer[cut:]
+            self._first = False
         return clauses
+
+    def _sentence_end(self) -> int | None:
+        for match in _SENTENCE_END.finditer(self._buffer):
+            before = self._buffer[: match.start() + 1].split()
+            if before and before[-1].lower() in _ABBREVIATIONS:
+                continue
+            return match.end()
+        return None
 
     def flush(self) -> str:
         rest, self._buffer = self._buffer, ""
         return rest
 
     def _next_cut(self) -> int | None:
-        for match in _SENTENCE_END.finditer(self._buffer):
-            before = self._buffer[: match.start() + 1].split()
-            if before and before[-1].lower() in _ABBREVIATIONS:
-                continue
-            return match.end()
+        sentence = self._sentence_end()
+        if self._first:
+            for match in _FIRST_BREAK.finditer(self._buffer):
+                if sentence is not None and match.end() >= sentence:
+                    break
+                if len(self._buffer[: match.start()].split()) >= self._first_words:
+                    return match.end()
+        if sentence is not None:
+            return sentence
         if len(self._buffer) >= self._soft_break_chars:
             soft = [m for m in _SOFT_END.finditer(self._buffer) if m.start() >= 20]
             if soft:

@@ -4,6 +4,11 @@ A reply is a sequence of model hops. Text streams into clauses that are synthesi
 on the speaker while the model goes on; a hop's text is one unit, opened at its first word, so a
 hop that only calls tools opens none. Units play back to back and each is finalized when its
 playback ends, or, on a barge-in, where the device's played position leaves it.
+
+A reply may start from a `PreparedReply` (its first hop requested and its first piece
+synthesized while the user's silence was still running). Whenever history has changed and the
+model is idle, the stable part of the next prompt is evaluated in the background (`prewarm`),
+so the next request only evaluates the user's new words.
 """
 
 from __future__ import annotations
@@ -16,16 +21,23 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.conversation.clauses import ClauseSplitter, MarkerFilter
+from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
-from edge_agent.engines.base import ChatMessage, ToolCall
-from edge_agent.events import EventLog, LlmRequest, Notice, PlaybackStarted, ToolUsed, UnitFinalized
+from edge_agent.engines.base import ChatMessage, SpeechAudio, ToolCall
+from edge_agent.events import (
+    EventLog,
+    LlmRequest,
+    Notice,
+    PlaybackStarted,
+    SpeculationCancelled,
+    ToolUsed,
+    TurnStage,
+    UnitFinalized,
+)
 from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
 from edge_agent.memory.history import History, assemble_prompt
 from edge_agent.owner import Owner
-
-_KEEP_SECONDS = 10.0
-"""How much recently played audio is kept for telling echo from the user."""
 
 
 class Responder:
@@ -41,7 +53,6 @@ class Responder:
         self.history = history
         self._ledger = UnitLedger(settings.heard_policy)
         self._recent: deque[Unit] = deque(maxlen=4)
-        self._played: deque[tuple[int, bytes]] = deque()  # (device frame, audio) written lately
         self._unit_audio = unit_audio
         self._tools = tools
         self._llm_thread = owner("llm")
@@ -49,6 +60,10 @@ class Responder:
         self._tools_thread = owner("tools")
         self._tool_jobs: set[asyncio.Future[str]] = set()
         self._reply: asyncio.Task[None] | None = None
+        self._prepared: PreparedReply | None = None
+        self._stages: tuple[int, set[str]] = (-1, set())
+        self._prewarm: asyncio.Task[None] | None = None
+        self._prewarmed: list[ChatMessage] | None = None
         self.failure: BaseException | None = None
         """An engine error raised inside a reply, for the loop to surface."""
 
@@ -61,21 +76,32 @@ class Responder:
     def playing_unit(self) -> str | None:
         return self._ledger.open_units[0].unit_id if self._ledger.open_units else None
 
-    def start(self, turn: int) -> None:
-        """Answer user turn `turn` (0: the greeting, no model involved)."""
-        self._reply = asyncio.create_task(self._answer(turn), name=f"reply-{turn}")
-        self._reply.add_done_callback(self._check_reply)
+    def prepare(self, turn: int, user_text: str) -> PreparedReply:
+        """Start answering `user_text` as turn `turn` without playing or recording anything:
+        the model's first hop and the first piece's audio (see `PreparedReply`)."""
+        messages = self._prompt(pending_user=user_text)
 
-    def played_audio(self, start: int, end: int) -> bytes:
-        """The audio written for device frames [start, end), as far as it is still kept
-        (the last `_KEEP_SECONDS`); silence where nothing was written."""
-        out = bytearray(2 * max(0, end - start))
-        for frame, pcm in self._played:
-            first, last = max(start, frame), min(end, frame + len(pcm) // 2)
-            if first < last:
-                out[2 * (first - start):2 * (last - start)] = pcm[2 * (first - frame):
-                                                                  2 * (last - frame)]
-        return bytes(out)
+        async def synthesize(text: str) -> SpeechAudio:
+            return await self._tts_thread.call(self._engines.tts.synthesize, text)
+
+        def stage(name: str, speculative: bool) -> None:
+            self._stage(turn, name, speculative)
+
+        return PreparedReply(turn, messages, self._generate(messages), synthesize,
+                             self._settings.interrupted_marker, stage)
+
+    async def discard(self, prepared: PreparedReply, reason: str) -> None:
+        """A preparation that will not be used: stop its model request, withdraw it."""
+        await prepared.cancel()
+        await self._llm_thread.call(self._engines.llm.withdraw)
+        self._stages = (-1, set())  # the turn's stages start over
+        self._log.publish(SpeculationCancelled(prepared.turn, reason))
+
+    def start(self, turn: int, prepared: PreparedReply | None = None) -> None:
+        """Answer user turn `turn` (0: the greeting, no model involved), from `prepared` if it
+        was prepared for this turn and this history."""
+        self._reply = asyncio.create_task(self._answer(turn, prepared), name=f"reply-{turn}")
+        self._reply.add_done_callback(self._check_reply)
 
     def recent_units(self) -> tuple[Unit, ...]:
         """The last few units opened (finalized or not), oldest first."""
@@ -93,13 +119,15 @@ class Responder:
                 error = error.exceptions[0]
             self.failure = error
 
-    def _prompt(self) -> list[ChatMessage]:
-        return assemble_prompt(self._settings.system_prompt, self.history.turns,
+    def _prompt(self, pending_user: str | None = None) -> list[ChatMessage]:
+        """The next request's messages; `pending_user`: a user turn not in history yet."""
+        turns = self.history.turns
+        if pending_user is not None:
+            turns = History.with_user(turns, pending_user)
+        return assemble_prompt(self._settings.system_prompt, turns,
                                self._settings.history_turns, self._settings.interrupted_marker)
 
-    def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
-        messages = self._prompt()
-        self._log.publish(LlmRequest(turn, hop, tuple(dict(m) for m in messages)))
+    def _generate(self, messages: list[ChatMessage]) -> AsyncIterator[str | ToolCall]:
         llm, tools = self._engines.llm, self._tools.specs()
 
         def generate() -> Iterator[str | ToolCall]:
@@ -107,30 +135,79 @@ class Responder:
 
         return self._llm_thread.stream(generate)
 
-    async def _answer(self, turn: int) -> None:
+    def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
+        messages = self._prompt()
+        self._log.publish(LlmRequest(turn, hop, tuple(dict(m) for m in messages)))
+        if hop == 1:
+            self._stage(turn, "request")
+        return self._first_token(turn, hop, self._generate(messages))
+
+    async def _first_token(self, turn: int, hop: int, pieces: AsyncIterator[str | ToolCall]
+                           ) -> AsyncIterator[str | ToolCall]:
+        async for piece in pieces:
+            if hop == 1:
+                self._stage(turn, "first_token")
+            yield piece
+
+    def _stage(self, turn: int, stage: str, speculative: bool = False) -> None:
+        """Publish a stage of answering `turn`, once per turn."""
+        if self._stages[0] != turn:
+            self._stages = (turn, set())
+        if turn > 0 and stage not in self._stages[1]:
+            self._stages[1].add(stage)
+            self._log.publish(TurnStage(turn, stage, speculative))
+
+    async def _take_prepared(self, turn: int, prepared: PreparedReply | None
+                             ) -> PreparedReply | None:
+        """`prepared` if it answers this turn with this history; otherwise it is discarded."""
+        if prepared is None:
+            return None
+        if prepared.turn == turn and prepared.messages == self._prompt():
+            prepared.committed = True
+            self._log.publish(LlmRequest(turn, 1, tuple(dict(m) for m in prepared.messages)))
+            return prepared
+        await self.discard(prepared, "history changed")
+        return None
+
+    async def _answer(self, turn: int, prepared: PreparedReply | None = None) -> None:
         """One reply: model hops (each may speak, call tools, or both) and their speech."""
         speech: asyncio.Queue[tuple[Unit, str | None] | None] = asyncio.Queue()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._voice(speech, tasks))
-            try:
-                if turn == 0:
-                    await self._speak_hop(_pieces_of(self._settings.greeting), speech)
-                    return
-                if self._tool_jobs:
-                    # A tool from a cut reply still runs (its action happens): the next prompt
-                    # waits for its result.
-                    await asyncio.wait(set(self._tool_jobs))
-                for hop in range(1, self._settings.max_tool_hops + 2):
-                    calls = await self._speak_hop(self._ask(turn, hop), speech)
-                    if not calls:
-                        return
-                    for call in calls:
-                        await self._use_tool(turn, call)
-                self._log.publish(Notice(
-                    f"turn {turn}: the model was still calling tools after "
-                    f"{self._settings.max_tool_hops} rounds; its reply ends here"))
-            finally:
-                speech.put_nowait(None)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._voice(speech, tasks, turn))
+                try:
+                    await self._hops(turn, prepared, speech)
+                finally:
+                    speech.put_nowait(None)
+            self.prewarm()
+        finally:
+            if self._prepared is not None:
+                await self._prepared.cancel()
+                self._prepared = None
+
+    async def _hops(self, turn: int, prepared: PreparedReply | None,
+                    speech: asyncio.Queue[tuple[Unit, str | None] | None]) -> None:
+        if turn == 0:
+            await self._speak_hop(_pieces_of(self._settings.greeting), speech)
+            return
+        if self._tool_jobs:
+            # A tool from a cut reply still runs (its action happens): the next prompt waits
+            # for its result.
+            await asyncio.wait(set(self._tool_jobs))
+        self._prepared = await self._take_prepared(turn, prepared)
+        for hop in range(1, self._settings.max_tool_hops + 2):
+            if hop == 1 and self._prepared is not None:
+                pieces = self._prepared.pieces()
+            else:
+                pieces = self._ask(turn, hop)
+            calls = await self._speak_hop(pieces, speech)
+            if not calls:
+                return
+            for call in calls:
+                await self._use_tool(turn, call)
+        self._log.publish(Notice(
+            f"turn {turn}: the model was still calling tools after "
+            f"{self._settings.max_tool_hops} rounds; its reply ends here"))
 
     async def _speak_hop(self, pieces: AsyncIterator[str | ToolCall],
                          speech: asyncio.Queue[tuple[Unit, str | None] | None]) -> list[ToolCall]:
@@ -167,7 +244,7 @@ class Responder:
         return calls
 
     async def _voice(self, speech: asyncio.Queue[tuple[Unit, str | None] | None],
-                     tasks: asyncio.TaskGroup) -> None:
+                     tasks: asyncio.TaskGroup, turn: int) -> None:
         """Synthesize clauses in order and queue them on the speaker, unit after unit."""
         while (item := await speech.get()) is not None:
             unit, clause = item
@@ -178,15 +255,17 @@ class Responder:
             if not clause.strip():
                 unit.add_audio(0, (), text_start, text_end)
                 continue
-            audio = await self._tts_thread.call(self._engines.tts.synthesize, clause)
+            audio = await self._prepared.audio_for(clause) if self._prepared is not None else None
+            if audio is None:
+                audio = await self._tts_thread.call(self._engines.tts.synthesize, clause)
+            self._stage(turn, "first_piece")
             unit.add_audio(audio.samples, audio.words, text_start, text_end)
             device_frame = self._speaker.write(audio.pcm)
-            self._keep_played(device_frame, audio.pcm)
             if self._unit_audio is not None:
                 self._unit_audio.add(unit.unit_id, audio.pcm)
             if unit.device_start is None:
                 unit.device_start = device_frame
-                tasks.create_task(self._announce_playback(unit, device_frame))
+                tasks.create_task(self._announce_playback(unit, device_frame, turn))
 
     async def _finish(self, unit: Unit) -> None:
         """Wait until the unit has played out, then finalize it (and any opened before it)."""
@@ -215,20 +294,15 @@ class Responder:
         job.add_done_callback(record)
         await asyncio.shield(job)
 
-    def _keep_played(self, frame: int, pcm: bytes) -> None:
-        self._played.append((frame, pcm))
-        horizon = frame + len(pcm) // 2 - int(_KEEP_SECONDS * self._speaker.sample_rate)
-        while self._played and self._played[0][0] + len(self._played[0][1]) // 2 < horizon:
-            self._played.popleft()
-
     def _open_unit(self) -> Unit:
         unit = self._ledger.open(self._engines.tts.sample_rate)
         self._recent.append(unit)
         return unit
 
-    async def _announce_playback(self, unit: Unit, device_frame: int) -> None:
+    async def _announce_playback(self, unit: Unit, device_frame: int, turn: int) -> None:
         await self._speaker.wait_played(device_frame + 1)
         self._log.publish(PlaybackStarted(unit.unit_id))
+        self._stage(turn, "first_audio")
 
     async def stop(self) -> None:
         """Stop playback at once (no tail, queue dropped), cancel the reply's LLM and TTS work,
@@ -237,14 +311,12 @@ class Responder:
         if reply is None:
             return
         played = self._speaker.interrupt()
-        # Frames past `played` were dropped unheard; later audio reuses their numbers.
-        self._played = deque((frame, pcm[: 2 * max(0, played - frame)])
-                             for frame, pcm in self._played if frame < played)
         if not reply.done():
             reply.cancel()
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await reply  # its failure, if any, was taken by _check_reply
         self._record(self._ledger.finalize_all(played))
+        self.prewarm()
 
     def _record(self, finalizes: list[Finalize]) -> None:
         for finalize in finalizes:
@@ -253,6 +325,25 @@ class Responder:
             if self._unit_audio is not None:
                 self._unit_audio.finish(finalize)
 
+    def prewarm(self) -> None:
+        """Have the model evaluate the stable part of the next prompt (everything but the next
+        user turn) in the background, if it changed; never awaited by a reply."""
+        messages = self._prompt()
+        if messages == self._prewarmed or (self._prewarm is not None and not self._prewarm.done()):
+            return
+        self._prewarmed = messages
+        llm, tools = self._engines.llm, self._tools.specs()
+        self._prewarm = asyncio.create_task(
+            self._llm_thread.call(llm.prewarm, messages, tools), name="prewarm")
+        self._prewarm.add_done_callback(_ignore_result)
+
 
 async def _pieces_of(text: str) -> AsyncIterator[str | ToolCall]:
     yield text
+
+
+def _ignore_result(task: asyncio.Task[None]) -> None:
+    """A prewarm that failed only costs the next request its speed; the request itself will
+    report a broken model."""
+    if not task.cancelled():
+        task.exception()

@@ -1,10 +1,16 @@
-"""What the conversation loop is configured with, and the engines it drives."""
+"""What the conversation loop is configured with, and the engines it drives.
+
+No defaults here: the config (`edge_agent.config`) holds every default, and the composition
+root (`edge_agent.app.conversation_settings`) builds these from it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import (
     LanguageModel,
     SpeechRecognizer,
@@ -16,41 +22,32 @@ from edge_agent.heard.truncation import HeardPolicy
 
 @dataclass(frozen=True)
 class ConversationSettings:
-    system_prompt: str = "You are a helpful voice assistant. Answer in one or two short sentences."
+    system_prompt: str
     """Put first in every prompt."""
-    greeting: str = ""
+    greeting: str
     """Spoken when the session starts; "" for none."""
-    segmenter: SegmenterSettings = field(default_factory=SegmenterSettings)
-    """VAD hysteresis: onset and end-of-turn silence."""
-    preroll_ms: int = 256
+    segmenter: SegmenterSettings
+    """VAD hysteresis: what an onset is."""
+    endpoint: EndpointRules
+    """How much silence ends a turn, by its words; when to prepare the answer."""
+    preroll_ms: int
     """Audio kept from before the speech onset and fed to the recognizer with it."""
-    language: str = "en"
-    """Language of the conversation, for the backchannel classifier ("any": all it knows)."""
-    pause_on_speech: bool = True
-    """Pause playback as soon as the user starts speaking over the agent; resume it if that
-    turns out to be a backchannel, noise or echo."""
-    barge_in_min_ms: int = 300
-    """User speech over the agent must last this long before it can interrupt."""
-    barge_in_min_words: int = 2
-    """...and the recognizer must have this many words of it, not a backchannel."""
-    barge_in_force_ms: int = 2500
-    """Speech over the agent this long interrupts whatever the words (unless it is echo)."""
-    echo_coherence: float = 0.5
-    """Speech over the agent whose sound correlates this well with what it played is echo."""
-    heard_policy: HeardPolicy = HeardPolicy.COMPLETED
+    turns: TurnRules
+    """Overlap decisions: pause, barge-in, echo, backchannel."""
+    heard_policy: HeardPolicy
     """Which words of a cut unit count as heard."""
-    interrupted_marker: str = " [interrupted]"
+    interrupted_marker: str
     """Added in prompts to an assistant turn that was cut."""
-    history_turns: int = 20
+    history_turns: int
     """Verbatim turns sent to the language model."""
-    max_tool_hops: int = 3
+    max_tool_hops: int
     """Rounds of tool calls one reply may make before it is ended."""
-    session_start: str = "immediate"
+    session_start: str
     """"immediate" (greet at once), "speech" (the first speech opens a session and is answered)
     or "wake" (an utterance holding `wake_phrase` opens it)."""
-    wake_phrase: str = ""
+    wake_phrase: str
     """For session_start = "wake": words that open a session (matched case-insensitively)."""
-    idle_end_s: float = 0.0
+    idle_end_s: float
     """A session with nothing said or played for this long ends; the next starts fresh
     (0: sessions never end)."""
 
@@ -60,7 +57,7 @@ class Engines:
     vad: VoiceActivityDetector
     """Speech probability per microphone frame."""
     stt: SpeechRecognizer
-    """Streaming speech-to-text."""
+    """Speech-to-text."""
     llm: LanguageModel
     """The model that writes replies."""
     tts: TextToSpeech

@@ -102,6 +102,17 @@ class LanguageModel(Protocol):
         Closing the iterator cancels generation."""
         ...
 
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+        """Evaluate `messages` as the start of the next request's prompt (the next user turn
+        will follow them), so that request only evaluates what is new. May do nothing."""
+        ...
+
+    def withdraw(self) -> None:
+        """The latest request was sent speculatively and its reply will not be used. A model
+        whose replies depend only on the messages does nothing; a script gives the same reply
+        to the next request."""
+        ...
+
 
 class TextToSpeech(Protocol):
     sample_rate: int

@@ -47,6 +47,36 @@ class LlamaLanguageModel:
         self._max_tokens = max_tokens
         self._temperature = temperature
         self._tool_formats: dict[str, ToolFormat] = {}
+        self._context = context_tokens
+        self._prefix_format = _prefix_formatter(self._llama)
+
+    def withdraw(self) -> None:
+        """Replies depend only on the messages: nothing to undo."""
+
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+        """Evaluate the chat-templated `messages` (no reply header) into llama.cpp's KV cache,
+        reusing what it already holds; the next request with these messages first only
+        evaluates its new user turn. Tokens at a message boundary tokenize the same in the
+        prefix as in the whole prompt (ChatML and the like end each message with a special
+        token), so the cached prefix matches."""
+        if self._prefix_format is None:
+            return
+        if tools:
+            messages = self._tool_format(tools).prompt(messages)
+        rendered = self._prefix_format(messages=messages)
+        llama = self._llama
+        tokens = llama.tokenize(rendered.prompt.encode("utf-8"),
+                                add_bos=not rendered.added_special, special=True)
+        if len(tokens) + self._max_tokens >= self._context:
+            return  # too long to keep; the request will have to fit itself
+        cached = 0
+        for have, want in zip(llama.input_ids[: llama.n_tokens], tokens, strict=False):
+            if have != want:
+                break
+            cached += 1
+        if cached < len(tokens):
+            llama.n_tokens = cached
+            llama.eval(tokens[cached:])
 
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
                ) -> Iterator[str | ToolCall]:
@@ -92,6 +122,24 @@ class LlamaLanguageModel:
         if key not in self._tool_formats:
             self._tool_formats[key] = ToolFormat(tools)
         return self._tool_formats[key]
+
+
+def _prefix_formatter(llama: Any) -> Any:
+    """The model's own chat template, rendering messages without the reply header (what
+    `create_chat_completion` renders, minus its last line); None without a template."""
+    from llama_cpp import llama_chat_format
+
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return None
+    model = llama._model
+    eos, bos = llama.token_eos(), llama.token_bos()
+    return llama_chat_format.Jinja2ChatFormatter(
+        template=template,
+        eos_token=model.token_get_text(eos) if eos != -1 else "",
+        bos_token=model.token_get_text(bos) if bos != -1 else "",
+        add_generation_prompt=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -141,6 +189,14 @@ class ScriptedLanguageModel:
         if not isinstance(agent, dict):
             raise ConfigError(str(path), "agent", "must be a table ([agent]) holding `replies`")
         return cls(parse_replies(agent.get("replies"), str(path), "agent.replies"))
+
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+        """A script has no prompt to evaluate."""
+
+    def withdraw(self) -> None:
+        """The latest reply was not used (a speculative request thrown away): the next request
+        gets it again."""
+        self._next = max(0, self._next - 1)
 
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
                ) -> Iterator[str | ToolCall]:

@@ -39,10 +39,15 @@ class History:
 
     def add_user(self, text: str) -> None:
         """Add a user turn; one that follows another user turn directly joins it."""
-        if self.turns and self.turns[-1].role == "user":
-            self.turns[-1].text = f"{self.turns[-1].text} {text}".strip()
-        else:
-            self.turns.append(Turn("user", text))
+        self.turns = History.with_user(self.turns, text)
+
+    @staticmethod
+    def with_user(turns: list[Turn], text: str) -> list[Turn]:
+        """`turns` with a user turn added (joined to a user turn at the end), as a new list."""
+        if turns and turns[-1].role == "user":
+            joined = Turn("user", f"{turns[-1].text} {text}".strip())
+            return [*turns[:-1], joined]
+        return [*turns, Turn("user", text)]
 
     def add_tool(self, call: ToolCall, result: str) -> Turn:
         turn = Turn("tool", result, tool_call=call)

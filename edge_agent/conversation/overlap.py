@@ -1,0 +1,86 @@
+"""User speech over the agent, as heard: the microphone audio, and the measurements that turn
+it into `OverlapEvidence` — its echo score against what the speaker played, the agent's words
+played meanwhile, and its sound shape."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import numpy as np
+
+from edge_agent.audio.device import Speaker
+from edge_agent.conversation.echo import words_played
+from edge_agent.conversation.echo_audio import RATE, echo_coherence, to_compare_rate
+from edge_agent.conversation.turn_taking import OverlapEvidence
+from edge_agent.conversation.voice_shape import voice_shape
+from edge_agent.heard.ledger import Unit
+
+ECHO_DELAY_S = 0.3
+"""How far the microphone may lag or lead the played-frame cursor (device buffers, the room)."""
+ECHO_WINDOW_S = 3.0
+"""How much of the latest microphone audio is compared with the playback."""
+
+
+class OverlapAudio:
+    """One stretch of user speech that began while the agent was speaking."""
+
+    def __init__(self, speaker: Speaker, mic_rate: int, heard: bytes, heard_ms: float) -> None:
+        """`heard`: the microphone audio so far (pre-roll and the onset), `heard_ms` long."""
+        self._speaker = speaker
+        self._mic_rate = mic_rate
+        self.echo_from = speaker.played_frames() - int(heard_ms / 1000 * speaker.sample_rate)
+        """Speaker frame from which the agent's audio may come back in this speech."""
+        self.mic = bytearray(heard)
+        """The microphone audio of this speech so far."""
+        self.mic_at_pause = len(heard)
+        """Bytes of `mic` captured when playback paused at the onset."""
+        self.paused = False
+        """Playback was paused at the onset."""
+        self.decided = False
+        """It became a barge-in."""
+        self.words = ""
+        """The recognizer's words for it, as last asked."""
+        self.words_at_ms: float | None = None
+        """Speech length when the recognizer was last asked (None: never)."""
+        self.asking: asyncio.Future[str] | None = None
+        """The recognizer's answer, while it is being worked out."""
+
+    def add(self, frame: bytes) -> None:
+        self.mic.extend(frame)
+
+    def evidence(self, speech_ms: float, words: str, units: Sequence[Unit]) -> OverlapEvidence:
+        return OverlapEvidence(speech_ms=speech_ms, words=words, echo_score=self.echo_score(),
+                               playing=self.playing_text(units),
+                               sound=voice_shape(bytes(self.mic), self._mic_rate))
+
+    def echo_score(self) -> float:
+        """Correlation (0..1) of the microphone audio with what the agent played meanwhile."""
+        mic_rate = self._mic_rate
+        heard = memoryview(self.mic)
+        if self.paused:
+            # Playback stopped at the onset: only what was captured until then (plus the room's
+            # delay) can hold echo; the rest is the user or silence.
+            heard = heard[: self.mic_at_pause + 2 * int(ECHO_DELAY_S * mic_rate)]
+        # Only the latest few seconds are compared (they tell, and a long overlap stays cheap).
+        skip = max(0, len(heard) - 2 * int(ECHO_WINDOW_S * mic_rate))
+        mic = to_compare_rate(bytes(heard[skip:]), mic_rate)
+        # The playback over the same span, starting `delay` earlier (the room lags), from the
+        # frame the microphone audio began at; silence past the cursor (paused, finished).
+        speaker = self._speaker
+        rate = speaker.sample_rate
+        start = self.echo_from + int((skip / 2 / mic_rate - ECHO_DELAY_S) * rate)
+        played = to_compare_rate(speaker.played_audio(start, speaker.played_frames()), rate)
+        span = len(mic) + 2 * int(ECHO_DELAY_S * RATE)
+        played = np.concatenate([played, np.zeros(max(0, span - len(played)))])[:span]
+        return echo_coherence(mic, played)
+
+    def playing_text(self, units: Sequence[Unit]) -> str:
+        """What the agent played from this speech's start until now, across units."""
+        now = self._speaker.played_frames()
+        parts = []
+        for unit in units:
+            start, end = unit.played_at(self.echo_from), unit.played_at(now)
+            if end > start:
+                parts.append(words_played(unit.text, unit.words, start, end))
+        return " ".join(p for p in parts if p)

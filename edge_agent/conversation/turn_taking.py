@@ -1,0 +1,139 @@
+"""Turn-taking while the agent speaks: every overlap decision, in one place.
+
+User speech that starts while the agent is speaking is an *overlap*. Three moments decide it:
+
+1. **Onset** (the VAD has heard `vad.min_speech_ms` of speech): pause playback, unless
+   `pause_on_speech` is off or the onset *sounds like* the agent's own playback (its echo on a
+   kiosk without an echo canceller), which is not paused for (no stutter).
+2. **While it goes on**: it becomes a **barge-in** once it has lasted `barge_in_min_ms`, the
+   recognizer has `barge_in_min_words` words of it, it is not the agent's echo (by sound or by
+   words) and the backchannel classifier calls it an interruption; or, whatever the words, once
+   it has lasted `barge_in_force_ms` (unless it is echo).
+3. **At its end**, if it was not a barge-in yet: **answer** it (a barge-in now: the classifier
+   calls the final words an interruption), or it was a **backchannel** ("mm-hm"), the agent's
+   **echo**, or nothing recognizable (**drop**). All but "answer" resume playback where it
+   paused: nothing truncated, nothing repeated.
+
+The decisions take `OverlapEvidence` — numbers and words the loop measured — and return what
+to do; they touch no audio, recognizer or clock, so they are tested as a table.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from edge_agent.conversation.backchannel import BackchannelClassifier, Verdict
+from edge_agent.conversation.echo import EchoFilter
+from edge_agent.conversation.voice_shape import VoiceShape
+
+
+class Onset(enum.StrEnum):
+    PAUSE = "pause"
+    KEEP_PLAYING = "keep playing"
+
+
+class Judgement(enum.StrEnum):
+    WAIT = "wait"
+    BARGE_IN = "barge-in"
+
+
+class Outcome(enum.StrEnum):
+    ANSWER = "answer"
+    BACKCHANNEL = "backchannel"
+    ECHO = "echo"
+    DROP = "drop"
+
+
+@dataclass(frozen=True)
+class OverlapEvidence:
+    """What is known about user speech over the agent at one moment."""
+
+    speech_ms: float
+    """How long the user has been speaking over the agent."""
+    words: str
+    """What the recognizer made of it so far (the final transcript at the end); may be ""."""
+    echo_score: float
+    """How well its sound correlates with the audio the agent played meanwhile (0..1)."""
+    playing: str
+    """The agent's words played while it went on (for echo by words)."""
+    sound: VoiceShape | None = None
+    """The shape of its sound, for the backchannel classifier."""
+
+
+@dataclass(frozen=True)
+class TurnRules:
+    """The knobs (config [turns]; built by the composition root)."""
+
+    pause_on_speech: bool
+    """Pause playback at an onset that is not the agent's echo."""
+    barge_in_min_ms: int
+    """Speech over the agent must last this long before it can interrupt..."""
+    barge_in_min_words: int
+    """...and have this many recognized words the classifier calls an interruption."""
+    barge_in_force_ms: int
+    """Speech over the agent this long interrupts whatever the words (unless it is echo)."""
+    echo_coherence: float
+    """An echo score at or above this is the agent's own voice."""
+    language: str
+    """For the backchannel classifier."""
+    recheck_ms: int = 96
+    """How often an undecided overlap asks the recognizer for its words so far."""
+
+
+class TurnTaking:
+    def __init__(self, rules: TurnRules, classifier: BackchannelClassifier,
+                 echo: EchoFilter) -> None:
+        self.rules = rules
+        self._classifier = classifier
+        self._echo = echo
+
+    def at_onset(self, echo_score: float) -> Onset:
+        if self.rules.pause_on_speech and echo_score < self.rules.echo_coherence:
+            return Onset.PAUSE
+        return Onset.KEEP_PLAYING
+
+    def wants_words(self, speech_ms: float, words_at_ms: float | None) -> bool:
+        """Whether to ask the recognizer for the words now (its last answer was for
+        `words_at_ms` of speech, None if never asked): not before `barge_in_min_ms`, then every
+        `recheck_ms`, and always once the speech is long enough to force a barge-in."""
+        if speech_ms < self.rules.barge_in_min_ms:
+            return False
+        if speech_ms >= self.rules.barge_in_force_ms or words_at_ms is None:
+            return True
+        return speech_ms - words_at_ms >= self.rules.recheck_ms
+
+    def during(self, evidence: OverlapEvidence) -> Judgement:
+        """The overlap goes on: barge in now, or wait for more."""
+        rules = self.rules
+        if evidence.speech_ms < rules.barge_in_min_ms or self.is_echo(evidence):
+            return Judgement.WAIT
+        if evidence.speech_ms >= rules.barge_in_force_ms:
+            return Judgement.BARGE_IN
+        if len(evidence.words.split()) < rules.barge_in_min_words:
+            return Judgement.WAIT
+        return (Judgement.BARGE_IN if self._verdict(evidence) is Verdict.INTERRUPTION
+                else Judgement.WAIT)
+
+    def at_end(self, evidence: OverlapEvidence) -> Outcome:
+        """The overlap ended before it was a barge-in: what it was."""
+        if not evidence.words.strip():
+            return Outcome.DROP
+        if self.is_echo(evidence):
+            return Outcome.ECHO
+        if self._verdict(evidence) is Verdict.INTERRUPTION:
+            return Outcome.ANSWER
+        return Outcome.BACKCHANNEL
+
+    def is_echo(self, evidence: OverlapEvidence) -> bool:
+        """The agent's own voice: by sound (it correlates with what was played) or by words
+        (they match, in order, the words played meanwhile). Sound decides a garbled echo ("the
+        last orders" heard as "blast or"); words back it up where sound cannot tell."""
+        if evidence.echo_score >= self.rules.echo_coherence:
+            return True
+        return bool(evidence.words.strip()) and self._echo.is_echo(evidence.words,
+                                                                    evidence.playing)
+
+    def _verdict(self, evidence: OverlapEvidence) -> Verdict:
+        return Verdict(self._classifier.classify(evidence.words, evidence.speech_ms,
+                                                 self.rules.language, evidence.sound))
