@@ -275,9 +275,12 @@ async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None
 
 
 async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print,
-                   max_seconds: float | None = None, audio_dir: Path | None = None
-                   ) -> dict[str, Any]:
-    """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass)."""
+                   max_seconds: float | None = None, audio_dir: Path | None = None,
+                   companion: Callable[[EventLog, Engines], Awaitable[None]] | None = None,
+                   loaded: tuple[Engines, dict[str, str]] | None = None) -> dict[str, Any]:
+    """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass). With a
+    `companion` (a benchmark's caller), until it is done and the conversation is idle.
+    `loaded`: engines already loaded, with their names (else the config's are loaded)."""
     from edge_agent.audio.pyaudio_io import (
         PyAudioMicrophone,
         PyAudioSpeaker,
@@ -290,7 +293,9 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     try:
         in_dev = find_device(pa, config.audio.input_device, output=False)
         out_dev = find_device(pa, config.audio.output_device, output=True)
-        engines, names = await asyncio.to_thread(build_engines, config)
+        if loaded is None:
+            loaded = await asyncio.to_thread(build_engines, config)
+        engines, names = loaded
         mic = PyAudioMicrophone(pa, in_dev)
         speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
         log = EventLog(clock)
@@ -300,7 +305,11 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
 
         async def until_stopped(talking: asyncio.Task[None]) -> None:
             printer("edge-agent: listening (Ctrl-C to stop)")
-            await _until_first(talking, stop.wait(), clock, max_seconds)
+            if companion is None:
+                await _until_first(talking, stop.wait(), clock, max_seconds)
+                return
+            await _until_first(talking, companion(log, engines), clock, max_seconds)
+            await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
 
         try:
             return await _session(talk, log, names, printer, until_stopped, unit_audio)

@@ -48,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="results file (default: bench-heard.json)")
 
     latency = benchmarks.add_parser(
-        "latency", help="response, stop and barge-in latency and false interruptions, through "
-                        "the real engines on the virtual audio pair (real time)")
+        "latency", help="answer gap, stop and barge-in latency and false interruptions, from "
+                        "the recorded audio of the live agent on a private PulseAudio server")
     latency.add_argument("--exchanges", type=_positive_int, default=9,
                          help="questions asked (each followed by a backchannel or, every third, "
                               "an interruption; default 9)")
@@ -174,20 +174,17 @@ def _bench_heard(config: Config, args: argparse.Namespace) -> tuple[dict[str, An
 
 
 def _bench_latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from edge_agent.app import run_demo
-    from edge_agent.bench.latency import analyze, latency_call, table
+    from edge_agent.app import build_engines
+    from edge_agent.bench.latency import latency_call, run_latency, table
 
     call, kinds = latency_call(args.exchanges, args.seed, scripted=args.llm == "scripted")
-    print(f"edge-agent bench latency: {args.exchanges} exchanges through the real engines "
-          f"(about {args.exchanges * 12} s)...", flush=True)
-    record = asyncio.run(run_demo(config, call, printer=lambda line: print(line, flush=True),
-                                  max_seconds=60.0 + 40.0 * args.exchanges))
-    result = {
-        "benchmark": "latency", "llm": record["engines"]["llm"],
-        "pause_on_speech": config.turns.pause_on_speech, "seed": args.seed,
-        **analyze(record, kinds, config.vad.end_silence_ms),
-        "events": record["events"],
-    }
+    print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on a "
+          f"private PulseAudio server (about {args.exchanges * 12} s)...", flush=True)
+    engines = build_engines(config, call.replies)
+    figures = run_latency(config, engines, call, kinds, lambda line: print(line, flush=True))
+    result = {"benchmark": "latency", "llm": figures["engines"]["llm"],
+              "pause_on_speech": config.turns.pause_on_speech, "seed": args.seed,
+              "exchanges": args.exchanges, **figures}
     return result, table(result)
 
 

@@ -100,7 +100,7 @@ class TurnsConfig:
     """Conversation language for the backchannel lexicon: en, es, hi, fr, de, or "any"."""
     pause_on_speech: bool = True
     """Pause playback at the onset of user speech over the agent; resume after a backchannel."""
-    barge_in_min_ms: int = 300
+    barge_in_min_ms: int = 200
     """User speech over the agent must last this long before it can interrupt."""
     barge_in_min_words: int = 2
     """...and have this many recognized words that are not a backchannel."""

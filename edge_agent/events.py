@@ -68,6 +68,8 @@ class BargeIn:
 
     unit_id: str | None
     """The unit that was playing, if any."""
+    words: str = ""
+    """What the recognizer had made of the interruption when it was decided."""
 
 
 @dataclass(frozen=True)

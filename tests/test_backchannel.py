@@ -285,7 +285,14 @@ def test_a_module_that_fails_to_import_is_reported_as_such(
     ("M. H. N..", None, INT),
     # Letters no hum has: a word, even a garbled one.
     ("Them.", HUM, INT),
-    ("And mamma.", HUM, INT),
+    ("And mamma.", HUM, BC),
+    ("A memo,", HUM, BC),
+    ("And Emma,", HUM, BC),  # Moonshine's lead-in "And" before a hum it cannot spell
+    ("And now, and", HUM, INT),
+    # Words that mean something, even spelled with a hum's letters.
+    ("Nine.", HUM, INT),
+    ("Now.", HUM, INT),
+    ("One.", HUM, INT),
     # Not a short voiced burst: too long, unvoiced (a cough), too many syllables.
     ("Mm, m, uh.", VoiceShape(1400.0, 0.9, 0.1, 3), INT),
     ("Mm, m, uh.", VoiceShape(400.0, 0.2, 0.3, 1), INT),

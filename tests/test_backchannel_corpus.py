@@ -21,8 +21,8 @@ clips. PocketSphinx: over 12 runs English accuracy ranged 84.3-92.2 % (median 88
 miss a false interruption ("mm-hmm" -> "enema", "hmm" -> "the", "cool" -> "go"). Moonshine with
 the sound: 94.1-98 % (48-50 of 51); its misses are hums spelled with letters no hum has
 ("Them." for "hmm", "And may chum." for "mhm"), "cool" heard as "Go." and "Uh-huh, yeah."
-as "Uh, yeah." (a lone "uh" interrupts: it may begin a question). The bounds leave a clip or two of slack below the worst run; a lexicon or
-recognizer regression costs more."""
+as "Uh, yeah." (a lone "uh" interrupts: it may begin a question). The bounds leave a clip or
+two of slack below the worst run; a lexicon or recognizer regression costs more."""
 
 
 @pytest.fixture(scope="module", params=["moonshine", "pocketsphinx"])

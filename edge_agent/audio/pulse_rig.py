@@ -13,6 +13,10 @@ Devices:
 - `drain`    throwaway null sink; a `module-loopback` (latency_msec=20) from each null sink's
              monitor into it keeps the sinks from idling (else the first PortAudio stream can
              stall 1–2 s).
+- `tap`      (with `tap=True`) a stereo 16 kHz null sink: the microphone's audio on the left,
+             the speaker's on the right, through two identical loopbacks, so both sides of a
+             conversation are recorded on one clock (`record_tap()`). Measured: a click reaching
+             both channels by the same path lands on the same sample +-0.1 ms.
 
 Clients reach it through the environment only (`PulseServer.env`), nothing under /etc is
 written: PULSE_SERVER / PULSE_RUNTIME_PATH / PULSE_CLIENTCONFIG (autospawn off) for libpulse
@@ -58,6 +62,14 @@ load-module module-loopback source=micsink.monitor sink=drain latency_msec=20 \
 source_dont_move=true sink_dont_move=true
 set-default-sink speaker
 set-default-source mic
+"""
+
+_TAP = """load-module module-null-sink sink_name=tap rate={mic_rate} channels=2 format=s16le \
+channel_map=front-left,front-right sink_properties=device.description=tap
+load-module module-loopback source=micsink.monitor sink=tap latency_msec=20 channels=1 \
+channel_map=front-left source_dont_move=true sink_dont_move=true
+load-module module-loopback source=speaker.monitor sink=tap latency_msec=20 channels=1 \
+channel_map=front-right source_dont_move=true sink_dont_move=true
 """
 
 _ALSA = """\
@@ -118,6 +130,11 @@ class PulseServer:
             out.close()
         self._children.append(proc)
         return proc
+
+    def record_tap(self, path: Path) -> subprocess.Popen[bytes]:
+        """Record both sides (a server started with `tap=True`): stereo s16le at `MIC_RATE`,
+        the microphone left, the speaker right."""
+        return self.record(path, "tap.monitor", MIC_RATE, channels=2)
 
     @contextlib.contextmanager
     def recording(self, path: Path, source: str = "speaker.monitor",
@@ -237,7 +254,8 @@ def client_env(root: Path, base: dict[str, str] | None = None) -> dict[str, str]
     return env
 
 
-def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE) -> PulseServer:
+def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE,
+          tap: bool = False) -> PulseServer:
     """Start the server with its runtime under `root` (an existing, empty directory)."""
     check_tools()
     runtime = root / "runtime"
@@ -247,7 +265,8 @@ def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE) -> 
     (root / "asound.conf").write_text(_ALSA.format(system=SYSTEM_ALSA_CONF))
     script = root / "test.pa"
     script.write_text(_SCRIPT.format(socket=runtime / "native", mic_rate=MIC_RATE,
-                                    speaker_rate=speaker_rate))
+                                    speaker_rate=speaker_rate)
+                      + (_TAP.format(mic_rate=MIC_RATE) if tap else ""))
     env = client_env(root)
     server = PulseServer(root=root, env=env)
     cmd = ["pulseaudio", "-n", "-F", str(script), "--daemonize=yes", "--exit-idle-time=-1",
@@ -283,14 +302,14 @@ def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE) -> 
 
 
 @contextlib.contextmanager
-def pulse_server(speaker_rate: int = SPEAKER_RATE) -> Iterator[PulseServer]:
+def pulse_server(speaker_rate: int = SPEAKER_RATE, tap: bool = False) -> Iterator[PulseServer]:
     """A running private PulseAudio server; killed (and its temp dir removed) on exit.
     Raises PulseUnavailable with the reason when it cannot be started."""
     # Short path: the unix socket path must fit in sockaddr_un (108 bytes).
     root = Path(tempfile.mkdtemp(prefix="ea-pulse-"))
     server = None
     try:
-        server = start(root, speaker_rate=speaker_rate)
+        server = start(root, speaker_rate=speaker_rate, tap=tap)
         yield server
     finally:
         if server is not None:

@@ -3,8 +3,9 @@
 Each corpus clip (`backchannel_corpus.toml`: what the listener says, the right verdict, the
 language) is spoken by Piper, resampled to the recognizer's rate, transcribed by the recognizer
 in 100 ms pieces as the live loop streams it, and the transcript classified with
-speech_ms = the clip's duration and the clip's sound shape (`voice_shape`). The said text is classified as well, without audio, so a
-wrong verdict can be put down to the recognizer (the text alone was right) or to the lexicon.
+speech_ms = the clip's duration and the clip's sound shape (`voice_shape`). The said text is
+classified as well, without audio, so a wrong verdict can be put down to the recognizer (the
+text alone was right) or to the lexicon.
 
 Missing a real interruption is the expensive mistake (the agent talks over the listener); a
 false interruption only cuts the agent short. Both rates are reported, per clip language.

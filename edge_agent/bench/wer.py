@@ -2,9 +2,10 @@
 
 Both texts are normalized first so that spelling conventions are not counted as errors:
 lowercase, punctuation dropped (apostrophes kept inside words), hyphenated words joined
-("to-night" -> "tonight", "mm-hmm" -> "mmhmm"), "p.m."/"a.m." written as letters, and numbers written as their digits one by one,
-whether spelled or not ("eight thirty", "8:30" -> "8 3 0"; "seven one five", "715" ->
-"7 1 5"; "four" -> "4"), so that a recognizer writing digits is not charged for it.
+("to-night" -> "tonight", "mm-hmm" -> "mmhmm"), "p.m."/"a.m." written as letters, and numbers
+written as their digits one by one, whether spelled or not ("eight thirty", "8:30" -> "8 3
+0"; "seven one five", "715" -> "7 1 5"; "four" -> "4"), so that a recognizer writing digits is
+not charged for it.
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ class Conversation:
             if (overlap is not None and not overlap.decided and self.replying
                     and await self._interrupts(overlap, segmenter.speech_ms)):
                 overlap.decided = True
-                await self._barge_in()
+                await self._barge_in(overlap.words)
             if segmenter.silence_ms >= self._silence_needed(utterance):
                 spoken_ms = segmenter.speech_ms - segmenter.silence_ms
                 self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms)))
@@ -343,7 +343,7 @@ class Conversation:
         outcome = self._turn_taking.at_end(evidence)
         if outcome is Outcome.ANSWER:
             if self.replying:
-                await self._barge_in()
+                await self._barge_in(evidence.words)
             return True
         if outcome is Outcome.DROP:
             self._log.publish(TurnDropped(audio_time))
@@ -356,8 +356,8 @@ class Conversation:
             self._log.publish(PlaybackResumed(self._responder.playing_unit))
         return False
 
-    async def _barge_in(self) -> None:
-        self._log.publish(BargeIn(self._responder.playing_unit))
+    async def _barge_in(self, words: str) -> None:
+        self._log.publish(BargeIn(self._responder.playing_unit, words))
         await self._responder.stop()
 
 

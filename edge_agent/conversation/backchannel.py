@@ -9,8 +9,8 @@ default is a multilingual lexicon that listens to the sound when the words fail.
 Missing a real interruption is the expensive mistake (the agent talks over the listener), so the
 lexicon only says "backchannel" when every word is a known acknowledgement, or when the words
 are a recognizer's garble of a hum: a short voiced burst whose transcript holds nothing but the
-letters of hums ("Mm, m, uh.", "M. H. N.", "Uh?" for "mm-hmm", "mhm", "uh-huh"); anything else
-it does not know interrupts.
+letters of hums ("Mm, m, uh.", "M. H. N.", "A memo," for "mm-hmm", "mhm"); anything else it
+does not know interrupts.
 """
 
 from __future__ import annotations
@@ -219,15 +219,38 @@ class LexiconClassifier:
         return Verdict.BACKCHANNEL if _garbled_hum(words, sound) else Verdict.INTERRUPTION
 
 
-_HUM_LETTERS = frozenset("mhnua")
-"""The letters recognizers spell hums with ("mm", "hmm", "uh", "mhm", "m h n", "uhuh")."""
+_HUM_LETTERS = frozenset("mhnaeou")
+"""The letters recognizers spell hums with: nasals and h, and vowels ("mm", "hmm", "uh",
+"m h n", "a memo" for "mm-hmm")."""
+_NOT_HUMS = frozenset((
+    "no", "now", "none", "one", "nine", "name", "man", "men", "mean", "moan", "moon", "noon",
+    "home", "mom", "mum", "hey", "who", "how"))
+"""Words spelled with those letters that a listener says to mean something, not "go on"."""
+_LEAD_INS = frozenset(("and", "a", "uh", "um", "oh", "ah"))
+"""What a whole-segment recognizer puts before a hum it cannot spell ("And Emma," "And I'm")."""
 
 
 def _garbled_hum(words: list[str], sound: VoiceShape | None) -> bool:
     """A recognizer's spelling of a hum: a short voiced burst (by its sound) whose at most three
-    words hold only the letters of hums. Without the sound, words alone never say so."""
-    return (sound is not None and sound.is_short_voiced_burst() and len(words) <= 3
-            and all(set(word) <= _HUM_LETTERS for word in words))
+    words (a lead-in like "and" aside) hold only the letters of hums and are not words that mean
+    something on their own ("nine", "no", "home"). Without the sound, words alone never say so."""
+    if sound is None or not sound.is_short_voiced_burst():
+        return False
+    while len(words) > 1 and words[0] in _LEAD_INS:
+        words = words[1:]
+    return len(words) <= 3 and all(set(word) <= _HUM_LETTERS and word not in _NOT_HUMS
+                                   for word in words)
+
+
+def opens_with_interruption(text: str, language: str) -> bool:
+    """`text` begins (a lead-in like "and" or "uh" aside) with a word that interrupts however
+    little else was said: "wait", "no", "sorry", "hold", "espera". Only the first word counts:
+    a recognizer's partial guess at a hum may hold one further on ("I'm not. I'" for
+    "mm-hmm")."""
+    words = normalize(text)
+    while len(words) > 1 and words[0] in _LEAD_INS:
+        words = words[1:]
+    return bool(words) and _STOPS[lexicon_language(language)].matches(words[:1])
 
 
 def _covered(words: list[str], lexicon: _Lexicon) -> bool:

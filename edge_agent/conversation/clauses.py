@@ -11,6 +11,9 @@ _ABBREVIATIONS = frozenset(
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s+")
 _SOFT_END = re.compile(r"[,;:]\s+")
 _FIRST_BREAK = re.compile(r"(?:[,;:]|\s[-–—])\s+")
+_PHRASE_STARTS = frozenset((
+    "and", "but", "or", "so", "because", "in", "at", "on", "for", "to", "with", "from", "by",
+    "which", "that", "when", "where", "while", "if", "until", "after", "before"))
 
 
 class ClauseSplitter:
@@ -18,16 +21,20 @@ class ClauseSplitter:
 
     The first clause may also end at the first comma, colon, semicolon or dash after
     `first_words` words: the voice starts after a few words instead of a whole sentence
-    ("Great, | a table for four at 7 PM tonight."); the rest is synthesized while it plays.
+    ("Great, | a table for four at 7 PM tonight."); the rest is synthesized while it plays. A
+    long first sentence with no such break is cut between words once `first_max_words` have
+    come, before a word that starts a phrase ("We open at nine | in the morning and...").
 
     Every character pushed comes out exactly once, in order, whitespace included, so the
     clauses concatenate back to the generated text.
     """
 
-    def __init__(self, soft_break_chars: int = 60, first_words: int = 1) -> None:
+    def __init__(self, soft_break_chars: int = 60, first_words: int = 1,
+                 first_max_words: int = 8) -> None:
         self._buffer = ""
         self._soft_break_chars = soft_break_chars
         self._first_words = first_words
+        self._first_max_words = first_max_words
         self._first = True
 
     def push(self, piece: str) -> list[str]:
@@ -38,6 +45,18 @@ class ClauseSplitter:
             self._buffer = self._buffer[cut:]
             self._first = False
         return clauses
+
+    def _between_words(self) -> int | None:
+        """Where to cut a long first sentence that has no break: once `first_max_words` whole
+        words have come, before the first phrase-starting word among words 4 to max; None if
+        there is none (a cut inside a phrase would sound wrong)."""
+        words = list(re.finditer(r"\S+\s+", self._buffer))
+        if len(words) < self._first_max_words:
+            return None
+        for index in range(3, self._first_max_words):
+            if words[index].group().strip().lower() in _PHRASE_STARTS:
+                return words[index].start()
+        return None
 
     def _sentence_end(self) -> int | None:
         for match in _SENTENCE_END.finditer(self._buffer):
@@ -59,6 +78,10 @@ class ClauseSplitter:
                     break
                 if len(self._buffer[: match.start()].split()) >= self._first_words:
                     return match.end()
+            if sentence is None or len(self._buffer[:sentence].split()) > self._first_max_words:
+                cut = self._between_words()
+                if cut is not None:
+                    return cut
         if sentence is not None:
             return sentence
         if len(self._buffer) >= self._soft_break_chars:

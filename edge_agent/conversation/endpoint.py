@@ -8,7 +8,9 @@ long after "What time do you open tomorrow?". The words tell them apart:
   or it ends in a run of digits after "number", "phone" or "code" (people pause between digit
   groups): wait `incomplete_ms`;
 - **complete** — it ends like a finished sentence (".", "?", "!" from a recognizer that
-  punctuates, Moonshine does): `complete_ms` is enough;
+  punctuates, Moonshine does) and has three words or more: `complete_ms` is enough. One or two
+  words are not trusted to be the whole turn: people pause after "Hold on," "Wait," "Sorry,"
+  "No," (Piper's comma pauses measure 240-450 ms) and the recognizer writes them as sentences;
 - **unknown** — no punctuation to go by (PocketSphinx, Vosk), or a comma (Moonshine writes
   one after a finished "Four people" when it hears little silence after it), and nothing
   incomplete about it: `unknown_ms`, the plain VAD end-of-turn silence.
@@ -73,7 +75,7 @@ def completeness(text: str) -> Completeness:
     if (words[-1].isdigit() or words[-1] in _NUMBER_WORDS) and _DIGIT_CONTEXT.search(
             stripped.lower()):
         return Completeness.INCOMPLETE
-    if stripped[-1] in ".?!":
+    if stripped[-1] in ".?!" and len(words) >= 3:
         return Completeness.COMPLETE
     return Completeness.UNKNOWN
 

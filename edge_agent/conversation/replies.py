@@ -64,6 +64,7 @@ class Responder:
         self._stages: tuple[int, set[str]] = (-1, set())
         self._prewarm: asyncio.Task[None] | None = None
         self._prewarmed: list[ChatMessage] | None = None
+        self._first_unit_of_reply: str | None = None
         self.failure: BaseException | None = None
         """An engine error raised inside a reply, for the loop to surface."""
 
@@ -100,6 +101,7 @@ class Responder:
     def start(self, turn: int, prepared: PreparedReply | None = None) -> None:
         """Answer user turn `turn` (0: the greeting, no model involved), from `prepared` if it
         was prepared for this turn and this history."""
+        self._first_unit_of_reply = None
         self._reply = asyncio.create_task(self._answer(turn, prepared), name=f"reply-{turn}")
         self._reply.add_done_callback(self._check_reply)
 
@@ -258,6 +260,8 @@ class Responder:
             audio = await self._prepared.audio_for(clause) if self._prepared is not None else None
             if audio is None:
                 audio = await self._tts_thread.call(self._engines.tts.synthesize, clause)
+            if unit.audio_samples == 0 and unit.unit_id == self._first_unit_of_reply:
+                audio = audio.without_leading_silence()  # the listener waits for this one
             self._stage(turn, "first_piece")
             unit.add_audio(audio.samples, audio.words, text_start, text_end)
             device_frame = self._speaker.write(audio.pcm)
@@ -296,6 +300,8 @@ class Responder:
 
     def _open_unit(self) -> Unit:
         unit = self._ledger.open(self._engines.tts.sample_rate)
+        if self._first_unit_of_reply is None:
+            self._first_unit_of_reply = unit.unit_id
         self._recent.append(unit)
         return unit
 

@@ -5,10 +5,13 @@ User speech that starts while the agent is speaking is an *overlap*. Three momen
 1. **Onset** (the VAD has heard `vad.min_speech_ms` of speech): pause playback, unless
    `pause_on_speech` is off or the onset *sounds like* the agent's own playback (its echo on a
    kiosk without an echo canceller), which is not paused for (no stutter).
-2. **While it goes on**: it becomes a **barge-in** once it has lasted `barge_in_min_ms`, the
-   recognizer has `barge_in_min_words` words of it, it is not the agent's echo (by sound or by
-   words) and the backchannel classifier calls it an interruption; or, whatever the words, once
-   it has lasted `barge_in_force_ms` (unless it is echo).
+2. **While it goes on**: it becomes a **barge-in** once it has lasted `barge_in_min_ms` and is
+   not the agent's echo (by sound or by words), and either the recognizer's words open with one
+   that always interrupts ("wait", "no", "sorry": decided at once), or it is no longer a short
+   voiced burst that may still be a hum, has `barge_in_min_words` words and the backchannel
+   classifier calls it an interruption; or, whatever the words, once it has lasted
+   `barge_in_force_ms` (unless it is echo). While it may still be a backchannel, the agent
+   stays paused and the end of the speech decides.
 3. **At its end**, if it was not a barge-in yet: **answer** it (a barge-in now: the classifier
    calls the final words an interruption), or it was a **backchannel** ("mm-hm"), the agent's
    **echo**, or nothing recognizable (**drop**). All but "answer" resume playback where it
@@ -23,7 +26,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from edge_agent.conversation.backchannel import BackchannelClassifier, Verdict
+from edge_agent.conversation.backchannel import (
+    BackchannelClassifier,
+    Verdict,
+    opens_with_interruption,
+)
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.voice_shape import VoiceShape
 
@@ -110,8 +117,12 @@ class TurnTaking:
             return Judgement.WAIT
         if evidence.speech_ms >= rules.barge_in_force_ms:
             return Judgement.BARGE_IN
+        if opens_with_interruption(evidence.words, rules.language):
+            return Judgement.BARGE_IN
         if len(evidence.words.split()) < rules.barge_in_min_words:
             return Judgement.WAIT
+        if evidence.sound is not None and evidence.sound.is_short_voiced_burst():
+            return Judgement.WAIT  # still short enough to be a hum the recognizer garbles
         return (Judgement.BARGE_IN if self._verdict(evidence) is Verdict.INTERRUPTION
                 else Judgement.WAIT)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Protocol
 
 from edge_agent.audio.pcm import first_loud_sample
-from edge_agent.audio.virtual import VirtualMicrophone
 from edge_agent.clock import Clock
 from edge_agent.demo.callfile import CallerLine
 from edge_agent.events import (
@@ -22,8 +22,22 @@ CUE_TIMEOUT = 45.0
 """Seconds to wait for the agent before a cue is given up and the line is said anyway."""
 
 
+class CallerVoice(Protocol):
+    """Where the caller's lines are said: the virtual microphone, or a real audio device."""
+
+    sample_rate: int
+
+    def say(self, pcm: bytes) -> None:
+        """Start saying `pcm` (int16 at `sample_rate`) after anything said before."""
+        ...
+
+    async def wait_said(self) -> None:
+        """Return once everything said has been heard by the microphone."""
+        ...
+
+
 class ScriptedCaller:
-    def __init__(self, clock: Clock, mic: VirtualMicrophone, log: EventLog,
+    def __init__(self, clock: Clock, mic: CallerVoice, log: EventLog,
                  lines: Sequence[tuple[CallerLine, bytes]]) -> None:
         self._clock = clock
         self._mic = mic

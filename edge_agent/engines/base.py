@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 from edge_agent.heard.timings import WordTiming
 
@@ -64,6 +67,20 @@ class SpeechAudio:
     @property
     def samples(self) -> int:
         return len(self.pcm) // 2
+
+    def without_leading_silence(self, level: int = 100, keep_ms: float = 5.0) -> SpeechAudio:
+        """The same speech starting `keep_ms` before its first sample of magnitude `level` or
+        more (Piper puts ~35-50 ms of near-silence before a sentence); word timings move
+        with it. A reply's first piece is trimmed so that the listener hears it sooner."""
+        samples = np.frombuffer(self.pcm, dtype=np.int16)
+        loud = np.flatnonzero(np.abs(samples.astype(np.int32)) >= level)
+        cut = max(0, int(loud[0]) - int(keep_ms * self.sample_rate / 1000)) if len(loud) else 0
+        if cut == 0:
+            return self
+        words = tuple(dataclasses.replace(w, start_sample=max(0, w.start_sample - cut),
+                                          end_sample=max(0, w.end_sample - cut))
+                      for w in self.words)
+        return SpeechAudio(self.pcm[2 * cut:], self.sample_rate, words)
 
 
 class VoiceActivityDetector(Protocol):
