@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +16,15 @@ from edge_agent.audio.pcm import resample
 from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
 from edge_agent.clock import Clock, MonotonicClock
-from edge_agent.config import Config, ToolsConfig
+from edge_agent.config import Config
 from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
-from edge_agent.conversation.backchannel import load_classifier
+from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
 from edge_agent.conversation.builtin_tools import load_tools
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript
@@ -165,11 +167,43 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
     )
 
 
-def build_conversation(config: Config, *, mic: Microphone, speaker: Speaker, engines: Engines,
-                 log: EventLog, greeting: str | None = None,
-                 unit_audio: UnitAudioWriter | None = None) -> Conversation:
-    """The loop with everything the config chooses around it: classifier, echo, tools."""
-    tools = load_tools(config.tools.enabled, config.data_path / "edge-agent.db", config.source)
+@dataclass(frozen=True)
+class ConversationParts:
+    """Everything the config chooses around the loop."""
+
+    settings: ConversationSettings
+    classifier: BackchannelClassifier
+    echo: EchoFilter
+    tools: Toolbox
+
+
+def conversation_parts(config: Config, greeting: str | None = None) -> ConversationParts:
+    """The loop's settings, classifier, echo filter and tools, built before any model loads: a
+    value a component refuses is reported as the config error it is (exit 2), at once."""
+    with _refused_as_config_error(config, "turns.echo_min_match"):
+        echo = EchoFilter(min_match=config.turns.echo_min_match)
+    return ConversationParts(
+        settings=conversation_settings(config, greeting),
+        classifier=load_classifier(config.turns.backchannel_classifier, config.source),
+        echo=echo,
+        tools=load_tools(config.tools.enabled, config.data_path / "edge-agent.db",
+                         config.source),
+    )
+
+
+@contextlib.contextmanager
+def _refused_as_config_error(config: Config, key: str) -> Iterator[None]:
+    try:
+        yield
+    except ValueError as exc:
+        raise ConfigError(config.source, key, str(exc)) from None
+
+
+def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,
+                       speaker: Speaker, engines: Engines, log: EventLog,
+                       unit_audio: UnitAudioWriter | None = None) -> Conversation:
+    """The loop with its parts around it."""
+    tools = parts.tools
     if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
         missing = ", ".join(sorted(engines.llm.tool_names - tools.names))
         raise ConfigError(config.source, "tools.enabled",
@@ -177,11 +211,7 @@ def build_conversation(config: Config, *, mic: Microphone, speaker: Speaker, eng
                           "[tools] enabled (or to [agent] tools in the call file)")
     return Conversation(
         mic=mic, speaker=speaker, engines=engines, log=log, unit_audio=unit_audio,
-        settings=conversation_settings(config, greeting),
-        classifier=load_classifier(config.turns.backchannel_classifier, config.source),
-        echo=EchoFilter(min_match=config.turns.echo_min_match),
-        tools=tools,
-    )
+        settings=parts.settings, classifier=parts.classifier, echo=parts.echo, tools=tools)
 
 
 async def _print_events(log: EventLog, printer: Printer) -> None:
@@ -199,7 +229,9 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     With `audio_dir`, each unit's played audio is written there as `<unit_id>.wav`."""
     clock = clock or MonotonicClock()
     if call.tools is not None:
-        config = dataclasses.replace(config, tools=ToolsConfig(list(call.tools)))
+        config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
+                                                                       enabled=list(call.tools)))
+    parts = conversation_parts(config, call.greeting)
     engines, names = await asyncio.to_thread(build_engines, config, call.replies)
     speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
     mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
@@ -207,8 +239,8 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
     log = EventLog(clock)
     unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
-    talk = build_conversation(config, mic=mic, speaker=speaker, engines=engines, log=log,
-                              greeting=call.greeting, unit_audio=unit_audio)
+    talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines, log=log,
+                              unit_audio=unit_audio)
     caller = ScriptedCaller(clock, mic, log, lines)
 
     async def call_then_idle(talking: asyncio.Task[None]) -> None:
@@ -289,6 +321,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     )
 
     clock = MonotonicClock()
+    parts = conversation_parts(config)
     pa = open_pyaudio()
     try:
         in_dev = find_device(pa, config.audio.input_device, output=False)
@@ -300,8 +333,8 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
         log = EventLog(clock)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
-        talk = build_conversation(config, mic=mic, speaker=speaker, engines=engines, log=log,
-                            unit_audio=unit_audio)
+        talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
+                                  log=log, unit_audio=unit_audio)
 
         async def until_stopped(talking: asyncio.Task[None]) -> None:
             printer("edge-agent: listening (Ctrl-C to stop)")

@@ -66,6 +66,16 @@ def _parser() -> argparse.ArgumentParser:
     corpus.add_argument("--json", type=Path, default=Path("bench-backchannel.json"),
                         help="results file (default: bench-backchannel.json)")
 
+    stt = benchmarks.add_parser(
+        "stt", help="word error rate and speed of each recognizer on a clip set of espeak-ng and "
+                    "Piper voices, clean, in noise, in babble and in a room")
+    stt.add_argument("--quick", action="store_true", help="every fourth clip (24 of 96)")
+    stt.add_argument("--engines", default="moonshine,pocketsphinx",
+                     help="comma-separated recognizers (moonshine, pocketsphinx, vosk: vosk "
+                          "needs [stt] vosk_model); default: moonshine,pocketsphinx")
+    stt.add_argument("--json", type=Path, default=Path("bench-stt.json"),
+                     help="results file (default: bench-stt.json)")
+
     models = commands.add_parser("models", help="list, fetch and verify models")
     actions = models.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="what is configured and where it resolves")
@@ -89,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run(config, args)
         if args.command == "bench":
             bench = {"heard": _bench_heard, "latency": _bench_latency,
-                     "backchannel": _bench_backchannel}[args.benchmark]
+                     "backchannel": _bench_backchannel, "stt": _bench_stt}[args.benchmark]
             result, figures = bench(config, args)
             _write_json(result, args.json)
             print(figures)
@@ -197,6 +207,32 @@ def _bench_backchannel(config: Config, args: argparse.Namespace) -> tuple[dict[s
     classifier = load_classifier(config.turns.backchannel_classifier, config.source)
     print(f"edge-agent bench backchannel: {len(clips)} clips", flush=True)
     result = run_corpus(load_voice(config), load_recognizer(config), classifier, clips)
+    return result, table(result)
+
+
+def _bench_stt(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    import dataclasses
+
+    from edge_agent.app import load_recognizer, load_voice
+    from edge_agent.bench.stt import run_stt, table
+    from edge_agent.errors import ConfigError
+
+    names = [n.strip() for n in args.engines.split(",") if n.strip()]
+    known = ("moonshine", "pocketsphinx", "vosk")
+    for name in names:
+        if name not in known:
+            raise ConfigError("--engines", name, f"unknown recognizer (known: {', '.join(known)})")
+    recognizers = {name: load_recognizer(dataclasses.replace(
+        config, stt=dataclasses.replace(config.stt, engine=name))) for name in names}
+
+    def progress(engine: str, clip: Any, text: str, errors: int) -> None:
+        mark = "ok" if not errors else f"{errors} error(s)"
+        print(f"  {engine:13} {clip.voice.name:19} {clip.condition:12} {mark:11} {text!r}",
+              flush=True)
+
+    print(f"edge-agent bench stt: {', '.join(names)} on the clip set"
+          f"{' (quick)' if args.quick else ''}", flush=True)
+    result = run_stt(load_voice(config), recognizers, args.quick, progress)
     return result, table(result)
 
 

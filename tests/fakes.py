@@ -47,12 +47,15 @@ class FakeVad:
 
 class FakeRecognizer:
     """Returns the scripted transcripts in order, one per utterance; while an utterance is fed,
-    `partial` reveals its words one per `word_seconds` of audio."""
+    `partial` reveals its words one per `word_seconds` of audio (or, with `partials`, says the
+    utterance's scripted partial)."""
 
     sample_rate = 16000
 
-    def __init__(self, transcripts: Sequence[str], word_seconds: float = 0.15) -> None:
+    def __init__(self, transcripts: Sequence[str], word_seconds: float = 0.15,
+                 partials: Sequence[str] | None = None) -> None:
         self._transcripts = list(transcripts)
+        self._partials = list(partials) if partials is not None else None
         self._word_samples = int(word_seconds * self.sample_rate)
         self.fed_samples = 0
 
@@ -63,10 +66,14 @@ class FakeRecognizer:
         self.fed_samples += len(pcm) // 2
 
     def partial(self) -> str:
+        if self._partials is not None:
+            return self._partials[0] if self._partials else ""
         upcoming = self._transcripts[0].split() if self._transcripts else []
         return " ".join(upcoming[: self.fed_samples // self._word_samples])
 
     def end(self) -> Transcript:
+        if self._partials:
+            self._partials.pop(0)
         text = self._transcripts.pop(0) if self._transcripts else ""
         words = tuple(RecognizedWord(w, 0.0, 0.0) for w in text.split())
         return Transcript(text, words)
@@ -116,8 +123,10 @@ class FakeSpeech:
         self.sample_rate = sample_rate
         self._word = sample_rate * word_ms // 1000
         self._gap = sample_rate * gap_ms // 1000
+        self.synthesized: list[str] = []
 
     def synthesize(self, text: str) -> SpeechAudio:
+        self.synthesized.append(text)
         words = []
         position = 0
         for start, end in tokenize(text):

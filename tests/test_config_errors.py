@@ -294,3 +294,27 @@ def test_shipped_config_documents_every_key() -> None:
         return found
 
     assert present(data) == keys(Config)
+
+
+def test_a_value_a_component_refuses_is_a_config_error_before_any_model_loads(
+        tmp_path: Path) -> None:
+    config = _config(tmp_path, f'data_dir = "{(tmp_path / "data").as_posix()}"\n'
+                               '[turns]\necho_min_match = 0.0\n')
+    started = time.monotonic()
+    line = _one_clear_error(_edge_agent("-c", str(config), "demo"), CONFIG_ERROR)
+    assert ": turns.echo_min_match: " in line and "(0, 1]" in line
+    assert time.monotonic() - started < FAST
+
+
+@pytest.mark.models
+def test_a_damaged_model_file_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    broken = tmp_path / "moonshine"
+    broken.mkdir()
+    for name in ("encoder_model.ort", "decoder_model_merged.ort"):
+        (broken / name).write_bytes(b"ORTM" + bytes(2000))
+    (broken / "tokenizer.bin").write_bytes(b"\x01a\x01b\x01c\x01d")
+    config = _config(tmp_path, f'data_dir = "{(tmp_path / "data").as_posix()}"\n'
+                               f'[stt]\nmoonshine_model = "{broken.as_posix()}"\n')
+    line = _one_clear_error(_edge_agent("-c", str(config), "demo"), MODEL_MISSING)
+    assert "cannot use model file" in line and "encoder_model.ort" in line
+    assert "point stt.moonshine_model at a good copy" in line

@@ -154,7 +154,7 @@ def test_argument_types_are_checked() -> None:
 def test_a_script_calling_a_tool_that_is_not_enabled_is_refused_before_the_call() -> None:
     import pytest
 
-    from edge_agent.app import build_conversation
+    from edge_agent.app import build_conversation, conversation_parts
     from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
     from edge_agent.clock import VirtualClock
     from edge_agent.config import Config
@@ -168,6 +168,6 @@ def test_a_script_calling_a_tool_that_is_not_enabled_is_refused_before_the_call(
     script = ScriptedLanguageModel([ScriptedToolReply("book_table", BOOK.arguments)])
     engines = Engines(FakeVad(), FakeRecognizer([]), script, FakeSpeech())
     with pytest.raises(ConfigError, match="book_table, which is not enabled"):
-        build_conversation(Config(), mic=VirtualMicrophone(clock),
+        build_conversation(Config(), conversation_parts(Config()), mic=VirtualMicrophone(clock),
                            speaker=VirtualSpeaker(clock, 16000), engines=engines,
                            log=EventLog(clock))

@@ -39,6 +39,8 @@ class Harness:
     overrides: dict[str, Any] = field(default_factory=dict)
     """Other ConversationSettings, TurnRules or EndpointRules fields to set."""
     clock: VirtualClock = field(default_factory=VirtualClock)
+    partials: list[str] | None = None
+    """Scripted partial transcripts, one per utterance (else partials reveal the words)."""
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
@@ -53,12 +55,13 @@ class Harness:
             defaults,
             system_prompt="SYSTEM",
             greeting=self.greeting,
-            endpoint=dataclasses.replace(defaults.endpoint, unknown_ms=320, **endpoint),
+            endpoint=dataclasses.replace(defaults.endpoint, **{"unknown_ms": 320, **endpoint}),
             turns=dataclasses.replace(defaults.turns, barge_in_min_ms=200,
                                       pause_on_speech=self.pause_on_speech, **turns),
             **rest,
         )
-        engines = Engines(FakeVad(), FakeRecognizer(self.transcripts), self.llm, self.tts)
+        engines = Engines(FakeVad(), FakeRecognizer(self.transcripts, partials=self.partials),
+                          self.llm, self.tts)
 
         def owner(name: str) -> Owner:
             delay = self.tts_delay if name == "tts" else 0.0

@@ -1,0 +1,143 @@
+"""Moonshine base-en on onnxruntime: real speech from the wheel, the model rewrite, the clip set
+against PocketSphinx, broken model files, and `models fetch` of the wheel on a machine without
+it (against a local HTTP server)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime
+import pytest
+
+from edge_agent.audio.pcm import read_wav
+from edge_agent.bench.clipset import clip_set
+from edge_agent.bench.stt import transcribe_clip
+from edge_agent.bench.wer import word_error_rate, word_errors
+from edge_agent.engines.moonshine import MODEL_FILES, MoonshineRecognizer, read_tokenizer
+from edge_agent.engines.ort_model import load_ort_as_onnx, quantized_weights_to_matmul_nbits
+from edge_agent.engines.stt import PocketSphinxRecognizer
+from edge_agent.errors import ModelFileError
+from edge_agent.models.catalog import load_catalog
+from tests.test_models_fetch import Server, _fetch, _setup, _sha, server  # noqa: F401
+
+pytestmark = pytest.mark.models
+
+BECKETT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
+"""What `test-data/beckett.wav` in the moonshine-cpp wheel says (Samuel Beckett)."""
+
+
+@pytest.fixture(scope="module")
+def model_dir(model_path: Any) -> Path:
+    return Path(model_path("moonshine-base-en"))
+
+
+@pytest.fixture(scope="module")
+def moonshine(model_dir: Path) -> MoonshineRecognizer:
+    return MoonshineRecognizer(model_dir)
+
+
+@pytest.fixture(scope="module")
+def beckett(model_dir: Path) -> bytes:
+    wav = model_dir.parent.parent / "test-data" / "beckett.wav"
+    if not wav.is_file():
+        pytest.skip("the moonshine-cpp wheel's test clip is not installed (fetched model only)")
+    pcm, rate = read_wav(wav)
+    assert rate == 16000
+    return pcm
+
+
+def test_transcribes_real_speech_from_the_wheel(moonshine: MoonshineRecognizer,
+                                                beckett: bytes) -> None:
+    moonshine.begin()
+    for at in range(0, len(beckett), 3200):
+        moonshine.feed(beckett[at:at + 3200])
+    transcript = moonshine.end()
+    errors, _ = word_errors(BECKETT, transcript.text)
+    assert errors <= 1, transcript.text
+    assert transcript.words and all(w.start is None for w in transcript.words)  # not timed
+
+
+def test_the_rewritten_model_dequantizes_nothing_per_call_and_says_the_same(
+        model_dir: Path, moonshine: MoonshineRecognizer, beckett: bytes) -> None:
+    original = load_ort_as_onnx(model_dir / "decoder_model_merged.ort")
+    casts = sum(n.op_type == "Cast" for n in original.graph.node)
+    rewritten = quantized_weights_to_matmul_nbits(original)
+    assert casts >= 80  # the .ort dequantizes every weight with Cast -> Mul -> Add, each call
+    assert sum(n.op_type == "Cast" for n in rewritten.graph.node) == 0
+    assert not any(t.data_type == 1 and len(t.raw_data) > 4_000_000
+                   for t in rewritten.graph.initializer)  # no big float copies of int8 weights
+    # The encoder as shipped and as rewritten (int8 arithmetic) hear the same thing.
+    samples = np.frombuffer(beckett[: 3 * 32000], dtype=np.int16).astype(np.float32) / 32768
+    shipped = onnxruntime.InferenceSession(str(model_dir / "encoder_model.ort"),
+                                           providers=["CPUExecutionProvider"])
+    fast = onnxruntime.InferenceSession(
+        quantized_weights_to_matmul_nbits(load_ort_as_onnx(model_dir / "encoder_model.ort"))
+        .SerializeToString(), providers=["CPUExecutionProvider"])
+    a = shipped.run(None, {"input_values": samples[np.newaxis]})[0].ravel()
+    b = fast.run(None, {"input_values": samples[np.newaxis]})[0].ravel()
+    assert float(np.corrcoef(a, b)[0, 1]) > 0.99
+    assert moonshine.transcribe(beckett[: 3 * 32000]).lower().startswith("ever tried")
+
+
+def test_moonshine_hears_voices_nobody_tuned_for_far_better_than_pocketsphinx(
+        piper: Any, moonshine: MoonshineRecognizer, model_path: Any) -> None:
+    sphinx = PocketSphinxRecognizer(model_path("pocketsphinx-en-us"))
+    heard: dict[str, list[tuple[str, str]]] = {"moonshine": [], "pocketsphinx": []}
+    for clip in clip_set(piper, quick=True):
+        heard["moonshine"].append((clip.text, transcribe_clip(moonshine, clip)[0]))
+        heard["pocketsphinx"].append((clip.text, transcribe_clip(sphinx, clip)[0]))
+    moon, sphinx_wer = (word_error_rate(heard[e]) for e in ("moonshine", "pocketsphinx"))
+    # Measured on this quick set: Moonshine 24-35 %, PocketSphinx 70-80 % (README has the
+    # full set). Bounds with room for Piper's run-to-run variation.
+    assert moon <= 0.45, heard["moonshine"]
+    assert moon < sphinx_wer / 1.5, (moon, sphinx_wer)
+
+
+def test_a_damaged_model_is_a_model_error_naming_the_file(tmp_path: Path, model_dir: Path) -> None:
+    broken = tmp_path / "base-en"
+    broken.mkdir()
+    for name in MODEL_FILES:
+        (broken / name).write_bytes((model_dir / name).read_bytes())
+    (broken / "encoder_model.ort").write_bytes((model_dir / "encoder_model.ort").read_bytes()[:5000])
+    with pytest.raises(ModelFileError, match=r"encoder_model\.ort: cannot load it") as caught:
+        MoonshineRecognizer(broken)
+    assert caught.value.exit_code == 3
+    (broken / "tokenizer.bin").unlink()
+    with pytest.raises(ModelFileError, match=r"tokenizer\.bin: missing"):
+        MoonshineRecognizer(broken)
+    (broken / "tokenizer.bin").write_bytes(b"\x05ab")
+    with pytest.raises(ModelFileError, match="runs past the end"):
+        read_tokenizer(broken / "tokenizer.bin")
+
+
+def test_models_fetch_takes_the_model_out_of_the_wheel(
+        server: Server, tmp_path: Path, model_dir: Path) -> None:  # noqa: F811
+    builtin = load_catalog(tmp_path).spec("moonshine-base-en")
+    (download,) = builtin.downloads
+    assert download.url.endswith("moonshine_cpp-0.1.4-py3-none-manylinux2014_x86_64.whl")
+    # A wheel-shaped zip holding the installed model under the wheel's own member path.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as wheel:
+        for name in MODEL_FILES:
+            wheel.write(model_dir / name, download.extract + name)
+        wheel.writestr("moonshine_cpp/libmoonshine.so", b"not needed")
+    body = buffer.getvalue()
+    server.served.files["/moonshine.whl"] = body
+    setup = _setup(tmp_path, {"moonshine-base-en": {
+        "kind": "stt", "entry": builtin.entry, "files": [{
+            "url": f"{server.base_url}/moonshine.whl", "size": len(body), "sha256": _sha(body),
+            "extract": download.extract, "save_as": download.save_as}]}})
+    result = _fetch(setup, "moonshine-base-en")
+    assert result.returncode == 0, result.stderr
+    fetched = setup.models_dir / "moonshine-base-en" / builtin.entry
+    assert sorted(p.name for p in fetched.iterdir()) == sorted(MODEL_FILES)
+    assert not list(setup.models_dir.rglob("*.whl*"))  # the wheel itself is not kept
+    recognizer = MoonshineRecognizer(fetched)
+    wav = model_dir.parent.parent / "test-data" / "beckett.wav"
+    if wav.is_file():
+        pcm, _ = read_wav(wav)
+        assert recognizer.transcribe(pcm[: 3 * 32000]).lower().startswith("ever tried")
