@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
                          help="scripted replies (pipeline only, the default) or the configured LLM")
     latency.add_argument("--seed", type=int, default=1, help="random seed for the cue times")
+    latency.add_argument("--caller", default="",
+                         help="the caller's voice, a clip-set voice (e.g. espeak-us, "
+                              "espeak-rp-m3; see `bench stt`); default: the agent's voice")
     latency.add_argument("--json", type=Path, default=Path("bench-latency.json"),
                          help="results file (default: bench-latency.json)")
 
@@ -190,8 +193,15 @@ def _bench_latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, 
     call, kinds = latency_call(args.exchanges, args.seed, scripted=args.llm == "scripted")
     print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on a "
           f"private PulseAudio server (about {args.exchanges * 12} s)...", flush=True)
+    from edge_agent.bench.clipset import VOICES
+    from edge_agent.errors import ConfigError
+
+    voices = {v.name: v for v in VOICES}
+    if args.caller and args.caller not in voices:
+        raise ConfigError("--caller", args.caller, f"unknown voice (known: {', '.join(voices)})")
     engines = build_engines(config, call.replies)
-    figures = run_latency(config, engines, call, kinds, lambda line: print(line, flush=True))
+    figures = run_latency(config, engines, call, kinds, lambda line: print(line, flush=True),
+                          voices.get(args.caller))
     result = {"benchmark": "latency", "llm": figures["engines"]["llm"],
               "pause_on_speech": config.turns.pause_on_speech, "seed": args.seed,
               "exchanges": args.exchanges, **figures}

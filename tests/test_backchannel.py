@@ -289,6 +289,7 @@ def test_a_module_that_fails_to_import_is_reported_as_such(
     ("A memo,", HUM, BC),
     ("And Emma,", HUM, BC),  # Moonshine's lead-in "And" before a hum it cannot spell
     ("And now, and", HUM, INT),
+    ("And on.", HUM, INT),  # Moonshine's "Hang on.": no hum without an m or an h
     # Words that mean something, even spelled with a hum's letters.
     ("Nine.", HUM, INT),
     ("Now.", HUM, INT),

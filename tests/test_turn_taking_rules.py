@@ -40,6 +40,7 @@ def taker(**changes: object) -> TurnTaking:
 
 @pytest.mark.parametrize(("pause", "echo", "expected"), [
     (True, 0.1, Onset.PAUSE),          # someone speaks: hold the agent's voice
+    (True, 0.55, Onset.PAUSE),         # a voice like the agent's, by chance: still hold it
     (True, 0.9, Onset.KEEP_PLAYING),   # it is the agent's own echo: no stutter
     (False, 0.1, Onset.KEEP_PLAYING),  # pause_on_speech off
 ])

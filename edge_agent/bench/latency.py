@@ -12,6 +12,8 @@ From the recording:
   it, as the caller hears it);
 - **stop**: the first audible sample of a real interruption -> the agent's audio stops.
 From the agent's event log (in-process, the caller's onset taken when `paplay` started):
+- **word error rate** of what the agent heard of each answered line (through the microphone;
+  the caller may speak with an espeak-ng voice, `--caller`);
 - **barge-in confirmed**: onset -> the interruption decided (playback cut for good);
 - **false interruptions**: backchannel lines that cut the agent off;
 - **stages** of each answered question, from the end of the caller's speech as the agent
@@ -35,12 +37,15 @@ import numpy as np
 
 from edge_agent.audio import pulse_rig
 from edge_agent.audio.pcm import resample, write_wav
+from edge_agent.bench.clipset import Voice, speak
 from edge_agent.bench.stats import summarize
+from edge_agent.bench.wer import word_error_rate
 from edge_agent.clock import MonotonicClock
 from edge_agent.config import AudioConfig, Config
 from edge_agent.conversation.settings import Engines
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript
+from edge_agent.engines.tts import PiperSpeech
 from edge_agent.errors import AudioDeviceError
 from edge_agent.events import EventLog
 
@@ -121,13 +126,18 @@ class PulseCallerVoice:
 
 
 def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: CallScript,
-                kinds: Sequence[str], printer: Callable[[str], None]) -> dict[str, Any]:
-    """Run the call against the live agent on a private PulseAudio server; the figures."""
+                kinds: Sequence[str], printer: Callable[[str], None],
+                caller: Voice | None = None) -> dict[str, Any]:
+    """Run the call against the live agent on a private PulseAudio server; the figures.
+    `caller`: the voice of the caller's lines (default: the agent's own Piper voice)."""
     from edge_agent.app import run_live
 
     tts = engines[0].tts
-    lines = [(line, resample(tts.synthesize(line.say).pcm, tts.sample_rate,
-                             pulse_rig.MIC_RATE)) for line in call.lines]
+    if caller is not None and isinstance(tts, PiperSpeech):
+        lines = [(line, speak(tts, caller, line.say)) for line in call.lines]
+    else:
+        lines = [(line, resample(tts.synthesize(line.say).pcm, tts.sample_rate,
+                                 pulse_rig.MIC_RATE)) for line in call.lines]
     # The server's default devices, and the call's greeting (none: the first line is a question).
     config = dataclasses.replace(config, audio=AudioConfig(),
                                  turns=dataclasses.replace(config.turns, greeting=call.greeting or ""))
@@ -142,19 +152,20 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
         recording = scratch / "both-sides.raw"
         recorder = server.record_tap(recording)
 
-        async def caller(log: EventLog, _: Engines) -> None:
+        async def call_in(log: EventLog, _: Engines) -> None:
             voice = PulseCallerVoice(server, scratch)
             await ScriptedCaller(MonotonicClock(), voice, log, lines).run()
 
         try:
             record = asyncio.run(run_live(config, asyncio.Event(), printer,
                                           max_seconds=60.0 + 40.0 * len(lines),
-                                          companion=caller, loaded=engines))
+                                          companion=call_in, loaded=engines))
         finally:
             pulse_rig.stop(recorder)
         both = np.frombuffer(recording.read_bytes(), dtype=np.int16)
     both = both[: len(both) // 2 * 2].reshape(-1, 2)
     return {**analyze(both[:, 0], both[:, 1], kinds, record["events"]),
+            "caller_voice": caller.name if caller is not None else "the agent's voice",
             "engines": record["engines"], "events": record["events"]}
 
 
@@ -237,6 +248,8 @@ def _from_events(kinds: Sequence[str], events: Sequence[dict[str, Any]]) -> dict
     speech_end: float | None = None
     turn_ends: dict[int, float] = {}  # user turn -> end of its speech, as the agent heard it
     turn_stages: dict[int, dict[str, float]] = {}
+    said = ""
+    heard_lines: list[tuple[str, str]] = []  # (line said, what the agent heard), answered lines
     for event in events:
         kind, at = event["type"], float(event["at"])
         if kind == "CallerSpoke":
@@ -245,6 +258,7 @@ def _from_events(kinds: Sequence[str], events: Sequence[dict[str, Any]]) -> dict
             line += 1
             onset = at + float(event.get("speech_offset", 0.0))
             cut = False
+            said = str(event["text"])
         elif kind == "BargeIn" and line >= 0 and not cut:
             cut = True
             if kinds[line] == "interruption":
@@ -253,8 +267,11 @@ def _from_events(kinds: Sequence[str], events: Sequence[dict[str, Any]]) -> dict
                 false_interruptions += 1
         elif kind == "UserSpeechEnded":
             speech_end = at - float(event.get("silence_ms", 0)) / 1000
-        elif kind == "UserTurn" and speech_end is not None:
-            turn_ends[len(turn_ends) + 1] = speech_end
+        elif kind == "UserTurn":
+            heard_lines.append((said, str(event["text"])))
+            said = ""
+            if speech_end is not None:
+                turn_ends[len(turn_ends) + 1] = speech_end
         elif kind == "SpeculationCancelled":
             turn_stages.pop(int(event["turn"]), None)
         elif kind == "TurnStage":
@@ -262,10 +279,13 @@ def _from_events(kinds: Sequence[str], events: Sequence[dict[str, Any]]) -> dict
     if line >= 0 and kinds[line] == "interruption" and not cut:
         missed += 1
     stages: dict[str, list[float]] = {}
+    heard = [(said, text) for said, text in heard_lines if said]
     for turn, end in turn_ends.items():
         for stage, at in turn_stages.get(turn, {}).items():
             stages.setdefault(stage, []).append(1000 * (at - end))
     return {
+        "user_turns_wer_percent": round(100 * word_error_rate(heard), 1),
+        "user_turns": [{"said": a, "heard": b} for a, b in heard],
         "barge_in_confirmed_ms": summarize(confirmed),
         "interruptions": {"count": kinds.count("interruption"), "missed": missed},
         "backchannels": {"count": kinds.count("backchannel"),
@@ -292,6 +312,9 @@ def table(result: dict[str, Any]) -> str:
           if name in stages),
         row("interruption onset -> agent silent", result["stop_ms"]),
         row("interruption onset -> barge-in confirmed", result["barge_in_confirmed_ms"]),
+        f"word error rate of the answered lines, through the microphone: "
+        f"{result['user_turns_wer_percent']:.1f} % ({len(result['user_turns'])} lines, caller "
+        f"voice: {result['caller_voice']})",
         f"questions unanswered: {result['questions_unanswered']}",
         f"interruptions missed: {result['interruptions']['missed']}/"
         f"{result['interruptions']['count']}",

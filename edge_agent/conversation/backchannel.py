@@ -238,8 +238,14 @@ def _garbled_hum(words: list[str], sound: VoiceShape | None) -> bool:
         return False
     while len(words) > 1 and words[0] in _LEAD_INS:
         words = words[1:]
-    return len(words) <= 3 and all(set(word) <= _HUM_LETTERS and word not in _NOT_HUMS
-                                   for word in words)
+    return len(words) <= 3 and all(_hum_spelling(word) for word in words)
+
+
+def _hum_spelling(word: str) -> bool:
+    """Only the letters of hums, and an m or an h in it unless it is a single letter ("mm",
+    "uh", "memo", "n"; not "on", "one", "no")."""
+    return (set(word) <= _HUM_LETTERS and word not in _NOT_HUMS
+            and (len(word) == 1 or bool(set(word) & {"m", "h"})))
 
 
 def opens_with_interruption(text: str, language: str) -> bool:

@@ -274,7 +274,13 @@ class Responder:
     async def _finish(self, unit: Unit) -> None:
         """Wait until the unit has played out, then finalize it (and any opened before it)."""
         if unit.device_start is not None:
-            await self._speaker.wait_played(unit.device_start + unit.audio_samples)
+            end = unit.device_start + unit.audio_samples
+            await self._speaker.wait_played(end)
+            if self._speaker.played_frames() < end:
+                # The queue was dropped (a barge-in) before the unit played out: `stop` is
+                # finalizing it where playback was cut. Finalizing it here as played out would
+                # record words nobody heard.
+                return
         if not unit.text:
             self._log.publish(Notice(f"{unit.unit_id}: the reply was empty; nothing to say"))
         self._record(self._ledger.finalize(unit, unit.audio_samples))

@@ -3,8 +3,8 @@
 User speech that starts while the agent is speaking is an *overlap*. Three moments decide it:
 
 1. **Onset** (the VAD has heard `vad.min_speech_ms` of speech): pause playback, unless
-   `pause_on_speech` is off or the onset *sounds like* the agent's own playback (its echo on a
-   kiosk without an echo canceller), which is not paused for (no stutter).
+   `pause_on_speech` is off or the onset surely *sounds like* the agent's own playback (its echo
+   on a kiosk without an echo canceller), which is not paused for (no stutter).
 2. **While it goes on**: it becomes a **barge-in** once it has lasted `barge_in_min_ms` and is
    not the agent's echo (by sound or by words), and either the recognizer's words open with one
    that always interrupts ("wait", "no", "sorry": decided at once), or it is no longer a short
@@ -96,7 +96,13 @@ class TurnTaking:
         self._echo = echo
 
     def at_onset(self, echo_score: float) -> Onset:
-        if self.rules.pause_on_speech and echo_score < self.rules.echo_coherence:
+        """Pause, unless the onset is surely the agent's echo. With only ~100 ms of speech to
+        compare, a person's voice correlates by chance with a voice like the agent's (a Piper
+        "Okay." over the same Piper voice: 0.41-0.55) while a clean echo scores 0.96-0.99, so
+        the bar here is halfway between `echo_coherence` and 1 (a missed echo only pauses the
+        agent until the longer comparison resumes it)."""
+        onset_bar = (1.0 + self.rules.echo_coherence) / 2
+        if self.rules.pause_on_speech and echo_score < onset_bar:
             return Onset.PAUSE
         return Onset.KEEP_PLAYING
 

@@ -1,0 +1,77 @@
+"""`bench latency`'s reading of a two-channel recording and of the event log, on synthetic data
+where every figure is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge_agent.bench.latency import analyze, audible_spans, latency_call
+
+RATE = 16000
+
+
+def _tone(samples: np.ndarray, start: float, end: float, level: int = 3000) -> None:
+    a, b = int(start * RATE), int(end * RATE)
+    samples[a:b] = (level * np.sin(np.arange(b - a) * 0.3)).astype(np.int16)
+
+
+def test_audible_spans_are_sample_exact_and_bridge_short_gaps() -> None:
+    x = np.zeros(5 * RATE, dtype=np.int16)
+    _tone(x, 0.5, 1.0)
+    _tone(x, 1.2, 1.5)  # 200 ms gap: one utterance with a comma pause
+    _tone(x, 3.0, 3.25)
+    spans = audible_spans(x, bridge_ms=300)
+    assert len(spans) == 2
+    assert abs(spans[0][0] - 0.5) < 0.001 and abs(spans[0][1] - 1.5) < 0.001
+    assert abs(spans[1][0] - 3.0) < 0.001 and abs(spans[1][1] - 3.25) < 0.001
+    assert len(audible_spans(x, bridge_ms=100)) == 3
+
+
+def test_gaps_stops_and_event_figures() -> None:
+    kinds = ["question", "backchannel", "question", "interruption"]
+    caller = np.zeros(20 * RATE, dtype=np.int16)
+    agent = np.zeros(20 * RATE, dtype=np.int16)
+    _tone(caller, 1.0, 2.0)      # question 1 ends at 2.0
+    _tone(agent, 2.55, 6.0)      # answered 550 ms later
+    _tone(caller, 3.0, 3.4)      # a backchannel over the answer
+    _tone(caller, 7.0, 8.0)      # question 2 ends at 8.0
+    _tone(agent, 8.6, 13.0)      # 600 ms
+    _tone(caller, 10.0, 10.8)    # an interruption: the agent stops 180 ms after its onset
+    agent[int(10.18 * RATE):int(13.0 * RATE)] = 0
+    events = [
+        {"type": "CallerSpoke", "at": 1.0, "text": "What time do you open?", "speech_offset": 0},
+        {"type": "UserSpeechEnded", "at": 2.4, "silence_ms": 300},
+        {"type": "UserTurn", "at": 2.41, "text": "What time do you open?"},
+        {"type": "TurnStage", "at": 2.35, "turn": 1, "stage": "transcript", "speculative": True},
+        {"type": "TurnStage", "at": 2.5, "turn": 1, "stage": "first_audio",
+         "speculative": False},
+        {"type": "CallerSpoke", "at": 3.0, "text": "yeah", "speech_offset": 0},
+        {"type": "Backchannel", "at": 3.6, "text": "Yeah.", "speech_ms": 400},
+        {"type": "CallerSpoke", "at": 7.0, "text": "Can I bring my dog?", "speech_offset": 0},
+        {"type": "UserSpeechEnded", "at": 8.45, "silence_ms": 400},
+        {"type": "UserTurn", "at": 8.46, "text": "Can I bring my dock?"},
+        {"type": "CallerSpoke", "at": 10.0, "text": "Wait, what?", "speech_offset": 0.0},
+        {"type": "BargeIn", "at": 10.35, "unit_id": "u2", "words": "Wait,"},
+        {"type": "UserTurn", "at": 11.3, "text": "Wait, what?"},
+    ]
+    result = analyze(caller, agent, kinds, events)
+    assert result["answer_gap_ms"]["values"] == pytest.approx([550.0, 600.0], abs=0.2)
+    assert result["stop_ms"]["values"] == pytest.approx([180.0], abs=0.2)
+    assert result["questions_unanswered"] == 0
+    assert result["barge_in_confirmed_ms"]["values"] == [350.0]
+    assert result["interruptions"] == {"count": 1, "missed": 0}
+    assert result["backchannels"] == {"count": 1, "false_interruptions": 0}
+    # Stages of turn 1, from the end of speech as the agent heard it (2.4 - 0.3 s).
+    assert result["stages_ms"]["transcript"]["values"] == [250.0]
+    assert result["stages_ms"]["first_audio"]["values"] == [400.0]
+    # "dock" for "dog": one error in 5 + 5 + 2 words said.
+    assert result["user_turns_wer_percent"] == round(100 / 12, 1)
+
+
+def test_the_call_alternates_questions_with_backchannels_and_interruptions() -> None:
+    call, kinds = latency_call(6, seed=3, scripted=True)
+    assert kinds == ["question", "backchannel", "question", "backchannel", "question",
+                     "interruption"] * 2
+    assert call.replies is not None and len(call.replies) >= kinds.count("question") + 2
+    assert call.greeting == ""
