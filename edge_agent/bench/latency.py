@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import os
 import random
+import resource
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -165,6 +166,7 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
         both = np.frombuffer(recording.read_bytes(), dtype=np.int16)
     both = both[: len(both) // 2 * 2].reshape(-1, 2)
     return {**analyze(both[:, 0], both[:, 1], kinds, record["events"]),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "caller_voice": caller.name if caller is not None else "the agent's voice",
             "engines": record["engines"], "events": record["events"]}
 
@@ -315,7 +317,8 @@ def table(result: dict[str, Any]) -> str:
         f"word error rate of the answered lines, through the microphone: "
         f"{result['user_turns_wer_percent']:.1f} % ({len(result['user_turns'])} lines, caller "
         f"voice: {result['caller_voice']})",
-        f"questions unanswered: {result['questions_unanswered']}",
+        f"questions unanswered: {result['questions_unanswered']}; peak RSS of the process "
+        f"{result['peak_rss_mb']} MB",
         f"interruptions missed: {result['interruptions']['missed']}/"
         f"{result['interruptions']['count']}",
         f"false interruptions on backchannels: {result['backchannels']['false_interruptions']}/"
