@@ -265,8 +265,10 @@ def _from_events(kinds: Sequence[str], events: Sequence[dict[str, Any]]) -> dict
             cut = True
             if kinds[line] == "interruption":
                 confirmed.append(1000 * (at - onset))
-            else:
+            elif kinds[line] == "backchannel":
                 false_interruptions += 1
+            # (a question said over the agent, when an earlier mistake shifted the replies,
+            # is the caller talking over it: not the agent's judgement of a backchannel)
         elif kind == "UserSpeechEnded":
             speech_end = at - float(event.get("silence_ms", 0)) / 1000
         elif kind == "UserTurn":
