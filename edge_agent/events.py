@@ -194,7 +194,8 @@ class SpeculationCancelled:
     turn: int
     """The turn it was for."""
     reason: str
-    """"speech resumed", "words changed" (the final transcript differs) or "history changed"."""
+    """"speech resumed", "words changed" (the final transcript differs), "history changed" or
+    "reply stopped" (cut before it started)."""
 
 
 @dataclass(frozen=True)

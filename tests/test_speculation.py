@@ -31,7 +31,14 @@ async def test_a_prepared_answer_is_used_when_the_turn_ends() -> None:
     task = await h.start()
     h.mic.say(speech(0.6))
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
+    await h.run_until(lambda: len(h.llm.prewarmed) == 2)
     await stop(task)
+    # The stable prompt was evaluated ahead: at start-up, and once the reply had played.
+    assert h.llm.prewarmed == [
+        [{"role": "system", "content": "SYSTEM"}],
+        [{"role": "system", "content": "SYSTEM"},
+         {"role": "user", "content": "a table for two"},
+         {"role": "assistant", "content": REPLY}]]
     request = h.at(TurnStage)[[e.stage for e in h.events(TurnStage)].index("request")]
     ended = h.at(UserSpeechEnded)[0]
     # The request went out while the silence was still running...

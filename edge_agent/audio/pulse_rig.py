@@ -317,6 +317,19 @@ def pulse_server(speaker_rate: int = SPEAKER_RATE, tap: bool = False) -> Iterato
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def client_environment(env: dict[str, str]) -> Iterator[None]:
+    """This process as a client of the server whose `env` it is: PortAudio reads ALSA's
+    configuration from the environment when it initialises. Restored afterwards."""
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def unreachable_env(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment in which neither PulseAudio nor any ALSA card is reachable: PULSE_SERVER
     names a socket that does not exist (autospawn off) and ALSA's default stays the system

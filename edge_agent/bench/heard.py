@@ -21,11 +21,10 @@ where playback stopped, even when it stopped in a pause.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -150,20 +149,9 @@ def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
             raise AudioDeviceError(
                 f"the heard benchmark needs a private PulseAudio server: {exc}") from None
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ea-bench-")))
-        stack.enter_context(_client_environment(server.env))
+        stack.enter_context(pulse_rig.client_environment(server.env))
         return _measure(server, scratch, units, runs, rng, policy, progress)
 
-
-@contextlib.contextmanager
-def _client_environment(env: dict[str, str]) -> Iterator[None]:
-    """PortAudio reads ALSA's configuration from the environment when it initialises."""
-    saved = dict(os.environ)
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def _measure(server: pulse_rig.PulseServer, scratch: Path, units: dict[str, SpeechAudio],

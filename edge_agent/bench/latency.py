@@ -25,12 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
 import random
 import resource
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +148,7 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
             raise AudioDeviceError(
                 f"the latency benchmark needs a private PulseAudio server: {exc}") from None
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ea-latency-")))
-        stack.enter_context(_client_environment(server.env))
+        stack.enter_context(pulse_rig.client_environment(server.env))
         recording = scratch / "both-sides.raw"
         recorder = server.record_tap(recording)
 
@@ -170,17 +169,6 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
             "caller_voice": caller.name if caller is not None else "the agent's voice",
             "engines": record["engines"], "events": record["events"]}
 
-
-@contextlib.contextmanager
-def _client_environment(env: dict[str, str]) -> Iterator[None]:
-    """PortAudio reads ALSA's configuration from the environment when it initialises."""
-    saved = dict(os.environ)
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def audible_spans(samples: np.ndarray, bridge_ms: int) -> list[tuple[float, float]]:

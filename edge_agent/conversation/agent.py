@@ -56,8 +56,6 @@ __all__ = ["Conversation", "ConversationSettings", "Engines"]
 class _Utterance:
     """One stretch of user speech, from its onset until the loop ends it."""
 
-    onset: float
-    """Audio time of its first speech frame."""
     overlap: OverlapAudio | None
     """Set when it began over the agent and is still to be judged (or was a barge-in)."""
     held: list[bytes] = field(default_factory=list)
@@ -161,7 +159,7 @@ class Conversation:
                 if self.replying:
                     overlap = self._overlap_begins(
                         heard, segmenter.speech_ms + self._settings.preroll_ms)
-                utterance = _Utterance(onset, overlap)
+                utterance = _Utterance(overlap)
                 continue
             if utterance is None:
                 continue
@@ -251,12 +249,11 @@ class Conversation:
         if (overlap is not None and not overlap.decided
                 and not await self._overlap_ends(overlap, transcript, spoken_ms, audio_time)):
             return
-        if utterance.words is None:
-            self._log.publish(TurnStage(self._user_turns + 1, "transcript", speculative=False))
-        await self._user_turn(transcript, audio_time, prepared)
+        await self._user_turn(transcript, audio_time, prepared,
+                              speculated=utterance.words is not None)
 
     async def _user_turn(self, transcript: Transcript, audio_time: float,
-                         prepared: PreparedReply | None = None) -> None:
+                         prepared: PreparedReply | None, speculated: bool) -> None:
         text = transcript.text.strip()
         if not text:
             self._log.publish(TurnDropped(audio_time))
@@ -277,6 +274,8 @@ class Conversation:
         self.history.add_user(text)
         await self._responder.stop()
         self._user_turns += 1
+        if not speculated:
+            self._log.publish(TurnStage(self._user_turns, "transcript", speculative=False))
         self._responder.start(self._user_turns, prepared)
 
     def _opens_session(self, text: str) -> str | None:

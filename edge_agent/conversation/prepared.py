@@ -33,6 +33,8 @@ class PreparedReply:
         """The request sent to the model, exactly."""
         self.committed = False
         """The turn really ended and the reply uses this preparation."""
+        self.cancelled = False
+        """It was stopped (thrown away, or done with)."""
         self._pieces = pieces
         self._synthesize = synthesize
         self._marker = marker
@@ -129,6 +131,7 @@ class PreparedReply:
 
     async def cancel(self) -> None:
         """Stop the model and drop everything prepared."""
+        self.cancelled = True
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task

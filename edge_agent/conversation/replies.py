@@ -183,6 +183,8 @@ class Responder:
                     speech.put_nowait(None)
             self.prewarm()
         finally:
+            if prepared is not None and not (prepared.committed or prepared.cancelled):
+                await self.discard(prepared, "reply stopped")  # stopped before it was taken
             if self._prepared is not None:
                 await self._prepared.cancel()
                 self._prepared = None
