@@ -286,14 +286,19 @@ def test_a_module_that_fails_to_import_is_reported_as_such(
     # Letters no hum has: a word, even a garbled one.
     ("Them.", HUM, INT),
     ("And mamma.", HUM, BC),
-    ("A memo,", HUM, BC),
-    ("And Emma,", HUM, BC),  # Moonshine's lead-in "And" before a hum it cannot spell
+    ("And mamma,", HUM, BC),  # Moonshine's lead-in "And" before a hum it cannot spell
     ("And now, and", HUM, INT),
     ("And on.", HUM, INT),  # Moonshine's "Hang on.": no hum without an m or an h
-    # Words that mean something, even spelled with a hum's letters.
+    ("Aemon", HUM, INT),  # ...and its "Hang on." again: an n among vowels is a word
+    ("A memo,", HUM, BC),
+    ("Emma.", HUM, BC),
+    ("Emmela", HUM, INT),  # an l: a word (this "mm-hmm" interrupts: the cheaper mistake)
+    # Words that mean something.
     ("Nine.", HUM, INT),
     ("Now.", HUM, INT),
     ("One.", HUM, INT),
+    ("Man.", HUM, INT),
+    ("Home.", HUM, INT),
     # Not a short voiced burst: too long, unvoiced (a cough), too many syllables.
     ("Mm, m, uh.", VoiceShape(1400.0, 0.9, 0.1, 3), INT),
     ("Mm, m, uh.", VoiceShape(400.0, 0.2, 0.3, 1), INT),

@@ -8,9 +8,9 @@ default is a multilingual lexicon that listens to the sound when the words fail.
 
 Missing a real interruption is the expensive mistake (the agent talks over the listener), so the
 lexicon only says "backchannel" when every word is a known acknowledgement, or when the words
-are a recognizer's garble of a hum: a short voiced burst whose transcript holds nothing but the
-letters of hums ("Mm, m, uh.", "M. H. N.", "A memo," for "mm-hmm", "mhm"); anything else it
-does not know interrupts.
+are a recognizer's garble of a hum: a short voiced burst whose transcript holds nothing but m's
+and h's between vowels, or single letters ("Mm, m, uh.", "M. H. N.", "A memo." for "mm-hmm",
+"mhm"); anything else it does not know interrupts.
 """
 
 from __future__ import annotations
@@ -219,15 +219,15 @@ class LexiconClassifier:
         return Verdict.BACKCHANNEL if _garbled_hum(words, sound) else Verdict.INTERRUPTION
 
 
-_HUM_LETTERS = frozenset("mhnaeou")
-"""The letters recognizers spell hums with: nasals and h, and vowels ("mm", "hmm", "uh",
-"m h n", "a memo" for "mm-hmm")."""
-_NOT_HUMS = frozenset((
-    "no", "now", "none", "one", "nine", "name", "man", "men", "mean", "moan", "moon", "noon",
-    "home", "mom", "mum", "hey", "who", "how"))
-"""Words spelled with those letters that a listener says to mean something, not "go on"."""
+_HUM_CONSONANTS = frozenset("mh")
+_HUM_VOWELS = frozenset("aeou")
+"""A recognizer spells a hum with m's and h's between vowels ("mm", "hmm", "uh", "A memo",
+"Emma", "mamma" for "mm-hmm"), or as letters ("M. H. N."). Other consonants mean words:
+Moonshine wrote "Hang on." as "Aemon" and "And on." — the n tells them from hums."""
+_NOT_HUMS = frozenset(("home", "mom", "ham", "hem", "ma", "moo"))
+"""Words spelled like that which a listener says to mean something, not "go on"."""
 _LEAD_INS = frozenset(("and", "a", "uh", "um", "oh", "ah"))
-"""What a whole-segment recognizer puts before a hum it cannot spell ("And Emma," "And I'm")."""
+"""What a whole-segment recognizer puts before a hum it cannot spell ("And Emma," "A memo")."""
 
 
 def _garbled_hum(words: list[str], sound: VoiceShape | None) -> bool:
@@ -242,10 +242,13 @@ def _garbled_hum(words: list[str], sound: VoiceShape | None) -> bool:
 
 
 def _hum_spelling(word: str) -> bool:
-    """Only the letters of hums, and an m or an h in it unless it is a single letter ("mm",
-    "uh", "memo", "n"; not "on", "one", "no")."""
-    return (set(word) <= _HUM_LETTERS and word not in _NOT_HUMS
-            and (len(word) == 1 or bool(set(word) & {"m", "h"})))
+    """A single letter, or m's and h's (at least one) among a, e, o, u: "mm", "uh", "memo",
+    "emma"; not "aemon", "on", "no", "nine", "emmela"."""
+    if len(word) == 1:
+        return word.isalpha()
+    letters = set(word)
+    return (letters <= _HUM_CONSONANTS | _HUM_VOWELS and bool(letters & _HUM_CONSONANTS)
+            and word not in _NOT_HUMS)
 
 
 def opens_with_interruption(text: str, language: str) -> bool:

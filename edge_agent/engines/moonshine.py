@@ -74,7 +74,6 @@ class MoonshineRecognizer:
         import onnxruntime
 
         from edge_agent.engines.ort_model import (
-            OrtModelError,
             load_ort_as_onnx,
             quantized_weights_to_matmul_nbits,
         )
@@ -93,7 +92,7 @@ class MoonshineRecognizer:
                 model = quantized_weights_to_matmul_nbits(load_ort_as_onnx(model_dir / name))
                 sessions.append(onnxruntime.InferenceSession(
                     model.SerializeToString(), options, providers=["CPUExecutionProvider"]))
-            except (OrtModelError, Exception) as exc:  # onnxruntime raises its own types
+            except Exception as exc:  # OrtModelError, or onnxruntime's own error types
                 raise ModelFileError(model_dir / name, f"cannot load it ({exc})") from None
         self._encoder, self._decoder = sessions
         self._present = [o.name for o in self._decoder.get_outputs()[1:]]
