@@ -1,4 +1,4 @@
-"""Tool calls inside a reply (DESIGN §1 guarantee 5): a hop that only calls a tool opens no
+"""Tool calls inside a reply (heard-truth guarantee 5): a hop that only calls a tool opens no
 unit; the call and its result are in history even when the sentence about it was never heard."""
 
 from __future__ import annotations

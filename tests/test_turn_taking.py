@@ -1,5 +1,6 @@
 """Turn-taking while the agent speaks, on a virtual clock with scripted fakes: backchannels,
-real interruptions, noise, the agent's own echo (DESIGN §1 guarantee 7, §2)."""
+real interruptions, noise, the agent's own echo (heard-truth guarantee 7: a backchannel
+truncates nothing)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Capture runs in callback mode and hands frames to the loop with `call_soon_threadsafe`.
 Playback runs in callback mode, always (silence when idle): the played cursor comes from
 `output_buffer_dac_time` and the stream clock, so it counts what reached the DAC and not what
-is still queued; measured against the recorded output in FIELD-NOTES and tests.
+is still queued; measured against the recorded output (`bench heard`, tests).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ class PyAudioSpeaker:
             self._queued = 0
             self._paused = False
         # Abort outside the lock: it waits for a running callback, which takes the lock.
-        # Abort, not stop: stop lets 11-16 ms more play in callback mode (FIELD-NOTES).
+        # Abort, not stop: stop lets 11-16 ms more play in callback mode (measured).
         try:
             pyaudio._portaudio.abort_stream(self._stream._stream)
         except OSError:  # a host error on abort: stopping still ends playback (with a tail)
