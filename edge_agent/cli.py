@@ -225,13 +225,14 @@ def _bench_stt(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any]
 
     from edge_agent.app import load_recognizer, load_voice
     from edge_agent.bench.stt import run_stt, table
+    from edge_agent.config import STT_ENGINES
     from edge_agent.errors import ConfigError
 
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
-    known = ("moonshine", "pocketsphinx", "vosk")
     for name in names:
-        if name not in known:
-            raise ConfigError("--engines", name, f"unknown recognizer (known: {', '.join(known)})")
+        if name not in STT_ENGINES:
+            raise ConfigError("--engines", name,
+                              f"unknown recognizer (known: {', '.join(STT_ENGINES)})")
     recognizers = {name: load_recognizer(dataclasses.replace(
         config, stt=dataclasses.replace(config.stt, engine=name))) for name in names}
 

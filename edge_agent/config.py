@@ -191,6 +191,8 @@ class Config:
 
 
 POCKETSPHINX_MODEL = "pocketsphinx-en-us"
+STT_ENGINES = ("moonshine", "pocketsphinx", "vosk")
+"""The recognizers `[stt] engine` names (besides "auto")."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,7 @@ class ModelUse:
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "stt.engine": ("auto", "moonshine", "pocketsphinx", "vosk"),
+    "stt.engine": ("auto", *STT_ENGINES),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),
     "turns.language": ("en", "es", "hi", "fr", "de", "any"),

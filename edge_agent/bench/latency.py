@@ -46,7 +46,7 @@ from edge_agent.conversation.settings import Engines
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript
 from edge_agent.engines.tts import PiperSpeech
-from edge_agent.errors import AudioDeviceError
+from edge_agent.errors import AudioDeviceError, EngineError
 from edge_agent.events import EventLog
 
 QUESTIONS = (
@@ -133,11 +133,13 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
     from edge_agent.app import run_live
 
     tts = engines[0].tts
-    if caller is not None and isinstance(tts, PiperSpeech):
-        lines = [(line, speak(tts, caller, line.say)) for line in call.lines]
-    else:
+    if caller is None:
         lines = [(line, resample(tts.synthesize(line.say).pcm, tts.sample_rate,
                                  pulse_rig.MIC_RATE)) for line in call.lines]
+    elif isinstance(tts, PiperSpeech):
+        lines = [(line, speak(tts, caller, line.say)) for line in call.lines]
+    else:
+        raise EngineError("a caller voice needs the Piper voice of the clip set")
     # The server's default devices, and the call's greeting (none: the first line is a question).
     config = dataclasses.replace(config, audio=AudioConfig(),
                                  turns=dataclasses.replace(config.turns, greeting=call.greeting or ""))

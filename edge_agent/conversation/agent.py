@@ -316,22 +316,20 @@ class Conversation:
 
         The recognizer is asked for the words in the background (a whole-segment recognizer
         takes tens of milliseconds), so the loop keeps taking frames in real time; the overlap
-        is judged when new words arrive, and on every frame once it is long enough to force a
-        barge-in."""
-        turn_taking = self._turn_taking
+        is judged each time new words arrive (once it is long enough to force a barge-in, the
+        recognizer is asked again as soon as it answers)."""
         asking = overlap.asking
-        if asking is None and turn_taking.wants_words(speech_ms, overlap.words_at_ms):
-            overlap.words_at_ms = speech_ms
-            overlap.asking = asyncio.ensure_future(
-                self._stt_thread.call(self._engines.stt.partial))
+        if asking is None:
+            if self._turn_taking.wants_words(speech_ms, overlap.words_at_ms):
+                overlap.words_at_ms = speech_ms
+                overlap.asking = asyncio.ensure_future(
+                    self._stt_thread.call(self._engines.stt.partial))
             return False
-        fresh = asking is not None and asking.done()
-        if asking is not None and fresh:
-            overlap.words, overlap.asking = asking.result(), None
-        elif speech_ms < turn_taking.rules.barge_in_force_ms:
+        if not asking.done():
             return False
+        overlap.words, overlap.asking = asking.result(), None
         evidence = overlap.evidence(speech_ms, overlap.words, self._responder.recent_units())
-        return turn_taking.during(evidence) is Judgement.BARGE_IN
+        return self._turn_taking.during(evidence) is Judgement.BARGE_IN
 
     async def _overlap_ends(self, overlap: OverlapAudio, transcript: Transcript, spoken_ms: float,
                             audio_time: float) -> bool:

@@ -236,9 +236,14 @@ def _garbled_hum(words: list[str], sound: VoiceShape | None) -> bool:
     something on their own ("nine", "no", "home"). Without the sound, words alone never say so."""
     if sound is None or not sound.is_short_voiced_burst():
         return False
+    words = _without_lead_ins(words)
+    return len(words) <= 3 and all(_hum_spelling(word) for word in words)
+
+
+def _without_lead_ins(words: list[str]) -> list[str]:
     while len(words) > 1 and words[0] in _LEAD_INS:
         words = words[1:]
-    return len(words) <= 3 and all(_hum_spelling(word) for word in words)
+    return words
 
 
 def _hum_spelling(word: str) -> bool:
@@ -256,9 +261,7 @@ def opens_with_interruption(text: str, language: str) -> bool:
     little else was said: "wait", "no", "sorry", "hold", "espera". Only the first word counts:
     a recognizer's partial guess at a hum may hold one further on ("I'm not. I'" for
     "mm-hmm")."""
-    words = normalize(text)
-    while len(words) > 1 and words[0] in _LEAD_INS:
-        words = words[1:]
+    words = _without_lead_ins(normalize(text))
     return bool(words) and _STOPS[lexicon_language(language)].matches(words[:1])
 
 

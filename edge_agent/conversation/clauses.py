@@ -119,3 +119,35 @@ class MarkerFilter:
     def flush(self) -> str:
         rest, self._pending = self._pending, ""
         return rest
+
+
+class SpokenText:
+    """A model hop's streamed text as the voice takes it: the interruption marker cut out,
+    whitespace before the first word held back (a hop that only calls tools says nothing), and
+    the rest cut into clauses. The reply and its speculative preparation both read the model's
+    text through this, so their first clause is the same."""
+
+    def __init__(self, marker: str) -> None:
+        self._marker = MarkerFilter(marker)
+        self._splitter = ClauseSplitter()
+        self._leading = ""
+        self.started = False
+        """A word has come: what was taken belongs to a speech unit."""
+
+    def push(self, piece: str) -> tuple[str, list[str]]:
+        """(the text taken now, in order; the clauses it completes)."""
+        return self._take(self._marker.push(piece))
+
+    def flush(self) -> tuple[str, list[str]]:
+        """At the end of the hop: the text still held and the last clauses (the final one may
+        be empty or only whitespace)."""
+        text, clauses = self._take(self._marker.flush())
+        return text, [*clauses, self._splitter.flush()]
+
+    def _take(self, text: str) -> tuple[str, list[str]]:
+        if not self.started:
+            self._leading += text
+            if not self._leading.strip():
+                return "", []
+            text, self._leading, self.started = self._leading, "", True
+        return text, self._splitter.push(text)

@@ -50,9 +50,12 @@ class OverlapAudio:
         self.mic.extend(frame)
 
     def evidence(self, speech_ms: float, words: str, units: Sequence[Unit]) -> OverlapEvidence:
+        # The sound of the latest few seconds only: longer than that, it is no hum anyway, and
+        # the measurement (on the loop's thread) stays a few milliseconds.
+        recent = self.mic[-2 * int(ECHO_WINDOW_S * self._mic_rate):]
         return OverlapEvidence(speech_ms=speech_ms, words=words, echo_score=self.echo_score(),
                                playing=self.playing_text(units),
-                               sound=voice_shape(bytes(self.mic), self._mic_rate))
+                               sound=voice_shape(bytes(recent), self._mic_rate))
 
     def echo_score(self) -> float:
         """Correlation (0..1) of the microphone audio with what the agent played meanwhile."""

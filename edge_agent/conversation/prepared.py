@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from edge_agent.conversation.clauses import ClauseSplitter, MarkerFilter
+from edge_agent.conversation.clauses import SpokenText
 from edge_agent.engines.base import ChatMessage, SpeechAudio, ToolCall
 
 
@@ -50,10 +50,7 @@ class PreparedReply:
         self._publish_stage(stage, not self.committed)
 
     async def _run(self) -> None:
-        marker = MarkerFilter(self._marker)
-        splitter = ClauseSplitter()
-        leading = ""
-        started = False
+        spoken = SpokenText(self._marker)  # what the reply will do with the same text
         first: str | None = None
         try:
             async for piece in self._pieces:
@@ -61,23 +58,13 @@ class PreparedReply:
                     self._stage("first_token")
                 self._buffer.append(piece)
                 self._grown.set()
-                if first is not None or isinstance(piece, ToolCall):
-                    continue
-                # The same splitting the reply does (`Responder._speak_hop`), so that its
-                # first clause is this one.
-                leading += marker.push(piece)
-                if started or leading.strip():
-                    started = True
-                    clauses = splitter.push(leading)
-                    leading = ""
+                if first is None and not isinstance(piece, ToolCall):
+                    clauses = spoken.push(piece)[1]
                     if clauses:
                         first = clauses[0]
                         await self._synthesize_first(first)
-            if first is None:
-                rest = splitter.push(leading + marker.flush())
-                tail = rest[0] if rest else splitter.flush()
-                if tail.strip() and not any(isinstance(p, ToolCall) for p in self._buffer):
-                    await self._synthesize_first(tail)
+            if first is None and not any(isinstance(p, ToolCall) for p in self._buffer):
+                await self._synthesize_first(spoken.flush()[1][0])
         finally:
             self._done = True
             self._grown.set()

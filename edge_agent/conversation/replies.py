@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.unit_audio import UnitAudioWriter
-from edge_agent.conversation.clauses import ClauseSplitter, MarkerFilter
+from edge_agent.conversation.clauses import SpokenText
 from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
@@ -218,32 +218,27 @@ class Responder:
         """Stream one hop's text into clauses for the voice; returns the tools it called."""
         calls: list[ToolCall] = []
         unit: Unit | None = None
-        leading = ""
-        splitter = ClauseSplitter()
-        unmarked = MarkerFilter(self._settings.interrupted_marker)
+        spoken = SpokenText(self._settings.interrupted_marker)
 
-        def take(text: str) -> None:
-            nonlocal unit, leading
+        def take(text: str, clauses: list[str]) -> None:
+            nonlocal unit
+            if not text and not clauses:
+                return
             if unit is None:
-                leading += text
-                if not leading.strip():
-                    return
-                text, leading = leading, ""
                 unit = self._open_unit()
             unit.add_text(text)
-            for clause in splitter.push(text):
+            for clause in clauses:
                 speech.put_nowait((unit, clause))
 
         async for piece in pieces:
             if isinstance(piece, ToolCall):
                 calls.append(piece)
             else:
-                take(unmarked.push(piece))
-        take(unmarked.flush())
-        if unit is None and not calls:
-            unit = self._open_unit()  # an empty reply
+                take(*spoken.push(piece))
+        text, clauses = spoken.flush()
+        if spoken.started or not calls:
+            take(text, clauses)  # an empty reply (no word, no tool) is a unit too
         if unit is not None:
-            speech.put_nowait((unit, splitter.flush()))
             speech.put_nowait((unit, None))
         return calls
 
