@@ -1,23 +1,17 @@
-"""Composition root: config -> engines and devices -> conversation. Nothing else builds parts."""
+"""Composition root: config -> engines, memory and devices -> conversation. Nothing else builds
+parts (`edge_agent.runner` runs what is built here)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from edge_agent.audio.device import Microphone, Speaker
-from edge_agent.audio.pcm import resample
 from edge_agent.audio.unit_audio import UnitAudioWriter
-from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
-from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.config import Config
-from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
 from edge_agent.conversation.builtin_tools import load_tools
@@ -26,23 +20,28 @@ from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.segmenter import SegmenterSettings
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
-from edge_agent.demo.caller import ScriptedCaller
-from edge_agent.demo.callfile import CallerLine, CallScript
-from edge_agent.engines.base import LanguageModel, SpeechRecognizer, TextToSpeech
+from edge_agent.engines.base import LanguageModel, SpeechRecognizer
 from edge_agent.engines.llm import ScriptedLanguageModel, ScriptedReply, load_language_model
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.engines.vad import SileroVad
 from edge_agent.errors import ConfigError, ModelFileError
-from edge_agent.events import EventLog
+from edge_agent.events import EventLog, Notice
 from edge_agent.heard.truncation import HeardPolicy
+from edge_agent.memory.context import WindowSettings
+from edge_agent.memory.conversation_memory import (
+    ConversationMemory,
+    MemorySettings,
+    iso,
+    utc_now,
+)
+from edge_agent.memory.store import MemoryStore
+from edge_agent.memory.summarizer import ExtractiveSummarizer, Summarizer, load_summarizer
+from edge_agent.memory.writer import StoreWriter
 from edge_agent.models.catalog import Catalog, load_catalog
-from edge_agent.session import session_record
-
-Printer = Callable[[str], None]
-IDLE_TO_END = 1.5
-"""Seconds the demo waits with nothing happening after the last caller line before it ends."""
+from edge_agent.owner import Owner, OwnerThread
+from edge_agent.session import SessionRecord, session_record
 
 
 def resolve_models(config: Config, catalog: Catalog, with_llm: bool) -> dict[str, Path]:
@@ -143,7 +142,6 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
     """The loop's settings, all from `config` (the one place defaults live)."""
     turns, vad = config.turns, config.vad
     return ConversationSettings(
-        system_prompt=config.llm.system_prompt,
         greeting=turns.greeting if greeting is None else greeting,
         segmenter=SegmenterSettings(vad.threshold, vad.min_speech_ms),
         endpoint=EndpointRules(complete_ms=vad.end_silence_complete_ms,
@@ -159,7 +157,15 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
                         language=turns.language),
         heard_policy=HeardPolicy(config.heard.policy),
         interrupted_marker=config.heard.marker,
-        history_turns=turns.history_turns,
+        memory=MemorySettings(
+            system_prompt=config.llm.system_prompt, marker=config.heard.marker,
+            window=WindowSettings(window_turns=turns.history_turns,
+                                  fold_turns=config.memory.fold_turns,
+                                  max_facts=config.memory.max_facts),
+            identity=config.memory.identity, session_ttl_s=config.memory.session_ttl_s,
+            summary_chars=config.memory.summary_chars),
+        checkpoint_ms=config.memory.checkpoint_ms,
+        prefix_state_dir=config.data_path / "llm-state" if config.memory.prefix_state else None,
         max_tool_hops=config.tools.max_hops,
         session_start=config.session.start,
         wake_phrase=config.session.wake_phrase,
@@ -201,6 +207,7 @@ def _refused_as_config_error(config: Config, key: str) -> Iterator[None]:
 
 def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,
                        speaker: Speaker, engines: Engines, log: EventLog,
+                       memory: ConversationMemory | None = None,
                        unit_audio: UnitAudioWriter | None = None) -> Conversation:
     """The loop with its parts around it."""
     tools = parts.tools
@@ -211,142 +218,67 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
                           "[tools] enabled (or to [agent] tools in the call file)")
     return Conversation(
         mic=mic, speaker=speaker, engines=engines, log=log, unit_audio=unit_audio,
-        settings=parts.settings, classifier=parts.classifier, echo=parts.echo, tools=tools)
+        memory=memory, settings=parts.settings, classifier=parts.classifier, echo=parts.echo,
+        tools=tools)
 
 
-async def _print_events(log: EventLog, printer: Printer) -> None:
-    queue = log.subscribe()
-    while True:
-        line = describe(await queue.get())
-        if line:
-            printer(line)
+@dataclass
+class Memory:
+    """A run's memory: the conversation's side and the database writer behind it."""
+
+    conversation: ConversationMemory
+    writer: StoreWriter
+    owner: Owner
 
 
-async def run_demo(config: Config, call: CallScript, printer: Printer = print,
-                   clock: Clock | None = None, max_seconds: float = 300.0,
-                   audio_dir: Path | None = None) -> dict[str, Any]:
-    """A whole call through the real engines on the virtual audio pair; returns the record.
-    With `audio_dir`, each unit's played audio is written there as `<unit_id>.wav`."""
-    clock = clock or MonotonicClock()
-    if call.tools is not None:
-        config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
-                                                                       enabled=list(call.tools)))
-    parts = conversation_parts(config, call.greeting)
-    engines, names = await asyncio.to_thread(build_engines, config, call.replies)
-    speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
-    mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
-                            echo_gain=call.echo_gain)
-    lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
-    log = EventLog(clock)
-    unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
-    talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines, log=log,
-                              unit_audio=unit_audio)
-    caller = ScriptedCaller(clock, mic, log, lines)
-
-    async def call_then_idle(talking: asyncio.Task[None]) -> None:
-        await _until_first(talking, caller.run(), clock, max_seconds)
-        await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
-
-    return await _session(talk, log, names, printer, call_then_idle, unit_audio)
+def build_summarizer(config: Config, llm_is_scripted: bool,
+                     catalog: Catalog | None = None) -> Summarizer:
+    """The configured summarizer (blocking: an "llm" one loads a model). With a scripted LLM
+    and no summarizer_model, "llm" has no model to run: summaries are extractive."""
+    memory = config.memory
+    model_path = None
+    if memory.summarizer == "llm":
+        reference = memory.summarizer_model or ("" if llm_is_scripted else config.llm.model)
+        if not reference:
+            return ExtractiveSummarizer(max_chars=memory.summary_chars)
+        catalog = catalog or load_catalog(config.models_dir)
+        key = "memory.summarizer_model" if memory.summarizer_model else "llm.model"
+        model_path = catalog.resolve(reference, "llm", key, config.source)
+    # One thread: summaries are background work, and llama.cpp's worker threads spin-wait on
+    # each other, so two of them next to the recognizer and the voice on 2 cores both slow the
+    # agent and take up to ~170 ms to notice the stop (one thread: ~30 ms).
+    return load_summarizer(memory.summarizer, model_path=model_path, source=config.source,
+                           key="memory.summarizer", threads=1, max_chars=memory.summary_chars)
 
 
-def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
-    return [(line, resample(tts.synthesize(line.say).pcm, tts.sample_rate, rate))
-            for line in call.lines]
-
-
-async def _session(conversation: Conversation, log: EventLog, names: dict[str, str],
-                   printer: Printer, hold: Callable[[asyncio.Task[None]], Awaitable[None]],
-                   unit_audio: UnitAudioWriter | None) -> dict[str, Any]:
-    """Converse while `hold` runs, then stop (finalizing what is open) and make the record."""
-    printing = asyncio.create_task(_print_events(log, printer))
-    talking = asyncio.create_task(conversation.run())
+async def open_memory(config: Config, parts: ConversationParts, log: EventLog,
+                      engines: dict[str, str], summarizer: Summarizer,
+                      db_path: Path | None = None) -> Memory:
+    """Open the memory database (exit 8 with one line if it cannot be used) and the
+    conversation's memory on it; old event logs expire."""
+    owner = OwnerThread("store")
     try:
-        await hold(talking)
-    finally:
-        talking.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await talking
-        printing.cancel()
-        if unit_audio is not None:
-            written = await asyncio.to_thread(unit_audio.close)
-            printer(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
-    return session_record(uuid.uuid4().hex[:12], conversation.histories, log, names)
+        store = await owner.call(MemoryStore.open, db_path or config.db_path)
+    except BaseException:
+        owner.close()
+        raise
+    def warn(text: str) -> None:
+        log.publish(Notice(text))
+
+    writer = StoreWriter(store, owner, log.clock, warn=warn)
+    cutoff = iso(utc_now() - timedelta(days=config.memory.retention_days))
+    writer.submit(lambda s: s.expire_events(cutoff), durable=False, what="expire old logs")
+    conversation = ConversationMemory(parts.settings.memory, log, writer=writer,
+                                      summarizer=summarizer, engines=engines)
+    return Memory(conversation, writer, owner)
 
 
-async def _until_first(talking: asyncio.Task[None], work: Awaitable[Any], clock: Clock,
-                       max_seconds: float | None) -> None:
-    """Run `work` while the conversation runs; a conversation failure surfaces at once."""
-    task = asyncio.ensure_future(work)
-    waiting: set[asyncio.Future[Any]] = {task, talking}
-    limit = asyncio.ensure_future(clock.sleep(max_seconds)) if max_seconds is not None else None
-    if limit is not None:
-        waiting.add(limit)
-    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    if limit is not None:
-        limit.cancel()
-    if talking in done:
-        task.cancel()
-        talking.result()  # raises the engine's error
-    if task not in done:
-        task.cancel()
-        return
-    task.result()
-
-
-async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None:
-    quiet_since = clock.now()
-    seen = len(log.entries)
-    while True:
-        await clock.sleep(0.1)
-        if conversation.busy or len(log.entries) != seen:
-            quiet_since = clock.now()
-            seen = len(log.entries)
-        elif clock.now() - quiet_since >= IDLE_TO_END:
-            return
-
-
-async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print,
-                   max_seconds: float | None = None, audio_dir: Path | None = None,
-                   companion: Callable[[EventLog, Engines], Awaitable[None]] | None = None,
-                   loaded: tuple[Engines, dict[str, str]] | None = None) -> dict[str, Any]:
-    """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass). With a
-    `companion` (a benchmark's caller), until it is done and the conversation is idle.
-    `loaded`: engines already loaded, with their names (else the config's are loaded)."""
-    from edge_agent.audio.pyaudio_io import (
-        PyAudioMicrophone,
-        PyAudioSpeaker,
-        find_device,
-        open_pyaudio,
-    )
-
-    clock = MonotonicClock()
-    parts = conversation_parts(config)
-    pa = open_pyaudio()
+async def close_memory(memory: Memory) -> SessionRecord:
+    """Commit what is queued, read the run's record back from the database, close it."""
+    conversation = memory.conversation
     try:
-        in_dev = find_device(pa, config.audio.input_device, output=False)
-        out_dev = find_device(pa, config.audio.output_device, output=True)
-        if loaded is None:
-            loaded = await asyncio.to_thread(build_engines, config)
-        engines, names = loaded
-        mic = PyAudioMicrophone(pa, in_dev)
-        speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
-        log = EventLog(clock)
-        unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
-        talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
-                                  log=log, unit_audio=unit_audio)
-
-        async def until_stopped(talking: asyncio.Task[None]) -> None:
-            printer("edge-agent: listening (Ctrl-C to stop)")
-            if companion is None:
-                await _until_first(talking, stop.wait(), clock, max_seconds)
-                return
-            await _until_first(talking, companion(log, engines), clock, max_seconds)
-            await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
-
-        try:
-            return await _session(talk, log, names, printer, until_stopped, unit_audio)
-        finally:
-            speaker.close()
+        return await memory.writer.read(
+            lambda store: session_record(store, conversation.session_ids, conversation.run_id))
     finally:
-        pa.terminate()
+        await memory.writer.close()
+        memory.owner.close()

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent import __version__
+from edge_agent.cli_memory import add_parsers as add_memory_parsers
+from edge_agent.cli_memory import run as run_memory_command
 from edge_agent.config import Config, load_config
 from edge_agent.errors import EdgeAgentError, OutputError
+from edge_agent.session import SessionRecord
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", type=Path, help="write the session record here")
     demo.add_argument("--audio-dir", type=Path,
                       help="write each unit's audio, as far as it was played, to DIR/<unit_id>.wav")
+    demo.add_argument("--db", type=Path,
+                      help="record the call in this memory database and resume an open session "
+                           "in it (default: a private database for this call only)")
 
     run = commands.add_parser("run", help="the live agent on the microphone and speaker")
     run.add_argument("--json", type=Path, help="write the session record here on exit")
@@ -79,6 +85,19 @@ def _parser() -> argparse.ArgumentParser:
     stt.add_argument("--json", type=Path, default=Path("bench-stt.json"),
                      help="results file (default: bench-stt.json)")
 
+    add_memory_parsers(commands)
+
+    memory = benchmarks.add_parser(
+        "memory", help="prompt assembly and first token at turns 5/100/300, commit cost, "
+                       "restart with the saved prefix state, and SIGKILL durability")
+    memory.add_argument("--turns", type=_positive_int, default=300,
+                        help="turns of the synthetic session (default 300)")
+    memory.add_argument("--kills", type=int, default=5,
+                        help="SIGKILLs of a real agent at random moments of a call (default 5)")
+    memory.add_argument("--seed", type=int, default=1, help="random seed for the kill times")
+    memory.add_argument("--json", type=Path, default=Path("bench-memory.json"),
+                        help="results file (default: bench-memory.json)")
+
     models = commands.add_parser("models", help="list, fetch and verify models")
     actions = models.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="what is configured and where it resolves")
@@ -100,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             return _demo(config, args)
         if args.command == "run":
             return _run(config, args)
+        if args.command in ("sessions", "memory"):
+            return run_memory_command(config, args)
         if args.command == "bench":
             bench = {"heard": _bench_heard, "latency": _bench_latency,
-                     "backchannel": _bench_backchannel, "stt": _bench_stt}[args.benchmark]
+                     "backchannel": _bench_backchannel, "stt": _bench_stt,
+                     "memory": _bench_memory}[args.benchmark]
             result, figures = bench(config, args)
             _write_json(result, args.json)
             print(figures)
@@ -132,21 +154,21 @@ def _write_json(data: dict[str, Any], path: Path) -> None:
 
 
 def _demo(config: Config, args: argparse.Namespace) -> int:
-    from edge_agent.app import run_demo
     from edge_agent.demo.callfile import load_call
+    from edge_agent.runner import run_demo
 
     call = load_call(args.call)
     print(f"edge-agent demo: {call.source} ({len(call.lines)} caller lines); loading models...")
     record = asyncio.run(run_demo(config, call, printer=lambda line: print(line, flush=True),
-                                  audio_dir=args.audio_dir))
-    _write_record(record, args.json)
+                                  audio_dir=args.audio_dir, db_path=args.db))
+    _write_record(dict(record), args.json)
     return 0
 
 
 def _run(config: Config, args: argparse.Namespace) -> int:
-    from edge_agent.app import run_live
+    from edge_agent.runner import run_live
 
-    async def live() -> dict[str, Any]:
+    async def live() -> SessionRecord:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -156,7 +178,7 @@ def _run(config: Config, args: argparse.Namespace) -> int:
                               max_seconds=args.duration, audio_dir=args.audio_dir)
 
     record = asyncio.run(live())
-    _write_record(record, args.json)
+    _write_record(dict(record), args.json)
     return 0
 
 
@@ -244,6 +266,18 @@ def _bench_stt(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any]
     print(f"edge-agent bench stt: {', '.join(names)} on the clip set"
           f"{' (quick)' if args.quick else ''}", flush=True)
     result = run_stt(load_voice(config), recognizers, args.quick, progress)
+    return result, table(result)
+
+
+def _bench_memory(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.memory import run_memory, table
+    from edge_agent.models.catalog import load_catalog
+
+    catalog = load_catalog(config.models_dir)
+    model = catalog.resolve(config.llm.model, "llm", "llm.model", config.source)
+    print(f"edge-agent bench memory: {args.turns} turns, {args.kills} SIGKILL(s)", flush=True)
+    result = run_memory(config, model, args.turns, args.kills, args.seed,
+                        lambda line: print(line, flush=True))
     return result, table(result)
 
 

@@ -95,7 +95,8 @@ class TurnsConfig:
     greeting: str = "Hello! How can I help you?"
     """Spoken when a session starts; "" for none."""
     history_turns: int = 20
-    """Verbatim turns sent to the language model."""
+    """Verbatim turns sent to the language model; past this, a block of the oldest is folded
+    into the running summary (see [memory] fold_turns)."""
     language: str = "en"
     """Conversation language for the backchannel lexicon: en, es, hi, fr, de, or "any"."""
     pause_on_speech: bool = True
@@ -127,6 +128,35 @@ class SessionConfig:
 
 
 @dataclass(frozen=True)
+class MemoryConfig:
+    identity: str = "anonymous"
+    """Whose profile, facts and last-session summary this agent keeps and preloads: the
+    kiosk's id, or "anonymous"."""
+    fold_turns: int = 8
+    """Oldest turns folded into the running summary in one step when the window is full: the
+    prompt's start changes once per step, so llama.cpp reuses the prefix in between."""
+    max_facts: int = 24
+    """Facts carried in every prompt (the newest value of each key)."""
+    summarizer: str = "llm"
+    """"llm" (llama.cpp, the reply model or summarizer_model), "extractive" (no model: the
+    user's sentences, trimmed), or "package.module:factory"."""
+    summarizer_model: str = ""
+    """GGUF for "llm" summaries: a name from `edge-agent models list` or a path; "" = llm.model."""
+    summary_chars: int = 600
+    """Longest running or end-of-session summary."""
+    session_ttl_s: float = 1800.0
+    """A restarted agent resumes an open session active this recently; older ones are closed."""
+    retention_days: float = 30.0
+    """Event and request logs of sessions older than this are deleted (turns, summaries and
+    facts stay until `edge-agent sessions delete`)."""
+    checkpoint_ms: int = 250
+    """How often the playing unit's heard position is saved, for recovery after a crash."""
+    prefix_state: bool = True
+    """Save llama.cpp's state of the stable prompt prefix in the data dir: a restart does not
+    evaluate it again."""
+
+
+@dataclass(frozen=True)
 class ToolsConfig:
     enabled: list[str] = field(default_factory=list)
     """Tools the model may call: built-in names ("book_table") or "package.module:factory"."""
@@ -155,12 +185,18 @@ class Config:
     heard: HeardConfig = field(default_factory=HeardConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     source: str = "(built-in defaults)"
     """The file this came from (not a TOML key)."""
 
     @property
     def data_path(self) -> Path:
         return Path(os.path.expanduser(self.data_dir))
+
+    @property
+    def db_path(self) -> Path:
+        """The memory database (bookings share it)."""
+        return self.data_path / "edge-agent.db"
 
     @property
     def models_dir(self) -> Path:
@@ -236,6 +272,12 @@ _RANGES: dict[str, tuple[float, float]] = {
     "turns.echo_coherence": (0.0, 1.0),
     "session.idle_end_s": (0.0, 86400.0),
     "turns.history_turns": (1, 1000),
+    "memory.fold_turns": (1, 1000),
+    "memory.max_facts": (0, 500),
+    "memory.summary_chars": (80, 20000),
+    "memory.session_ttl_s": (0.0, 31536000.0),
+    "memory.retention_days": (0.0, 36500.0),
+    "memory.checkpoint_ms": (50, 5000),
 }
 
 

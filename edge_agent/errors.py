@@ -77,3 +77,15 @@ class OutputError(EdgeAgentError):
     def __init__(self, path: object, reason: object) -> None:
         super().__init__(f"cannot write {path}: {reason}. Check that the directory exists, is "
                          "writable and has free space, or pass another path")
+
+
+class StoreError(EdgeAgentError):
+    """The memory database cannot be used (unwritable, damaged, full, or from a newer version).
+    Nothing is deleted or rewritten to recover: the message says what to do."""
+
+    exit_code = 8
+
+    def __init__(self, path: object, reason: str, fix: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"memory database {path}: {reason}. Fix: {fix}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,6 +237,11 @@ class EventLog:
         self._start = clock.now()
         self.entries: list[LoggedEvent] = []
         self._subscribers: list[asyncio.Queue[LoggedEvent]] = []
+        self._listeners: list[Callable[[LoggedEvent], None]] = []
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
 
     def elapsed(self) -> float:
         return self._clock.now() - self._start
@@ -243,9 +249,16 @@ class EventLog:
     def publish(self, event: Event) -> LoggedEvent:
         entry = LoggedEvent(self.elapsed(), event)
         self.entries.append(entry)
+        for listener in self._listeners:
+            listener(entry)
         for queue in self._subscribers:
             queue.put_nowait(entry)
         return entry
+
+    def listen(self, listener: Callable[[LoggedEvent], None]) -> None:
+        """Call `listener` with every event as it is published, before `publish` returns (the
+        memory records events in the order they happened)."""
+        self._listeners.append(listener)
 
     def subscribe(self) -> asyncio.Queue[LoggedEvent]:
         queue: asyncio.Queue[LoggedEvent] = asyncio.Queue()

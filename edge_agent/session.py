@@ -1,59 +1,120 @@
-"""The session record: what was said, what each unit generated and what was heard."""
+"""The session record: what was said, what each unit generated and what was heard.
+
+One shape for every consumer: `demo --json`, `run --json` and `sessions show --json` all
+build it here, from the memory database.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-from edge_agent.events import EventLog, LlmRequest, UnitFinalized
 from edge_agent.heard.ledger import Finalize
-from edge_agent.memory.history import History, Turn
+from edge_agent.memory.store import MemoryStore, Row
 
 
-def unit_record(finalize: Finalize) -> dict[str, Any]:
+class WordRecord(TypedDict, total=False):
+    text: str
+    start_ms: int
+    end_ms: int
+    exact: bool
+    """Present (false) only for a token with safe bounds instead of exact phoneme timings."""
+
+
+class UnitRecord(TypedDict):
+    unit_id: str
+    generated: str
+    heard: str
+    interrupted: bool
+    played_ms: int
+    inexact_words: int
+    words: list[WordRecord]
+
+
+class TurnRecord(TypedDict, total=False):
+    role: str
+    """"user", "assistant" or "tool"."""
+    text: str
+    """User: the transcript; assistant: the heard prefix."""
+    generated: str
+    unit_id: str | None
+    interrupted: bool
+    name: str
+    """Tool: the tool's name."""
+    arguments: str
+    result: str
+    session: int
+    """Which session of the record (1 = the first)."""
+
+
+class LlmRequestRecord(TypedDict):
+    turn: int
+    hop: int
+    messages: list[dict[str, Any]]
+
+
+class SessionRecord(TypedDict):
+    session_id: str
+    sessions: list[str]
+    """Every session the record covers (a run may open several)."""
+    engines: dict[str, str]
+    turns: list[TurnRecord]
+    units: list[UnitRecord]
+    llm_requests: list[LlmRequestRecord]
+    events: list[dict[str, Any]]
+    """Every event of the log as {"at", "type", ...fields} (requests are in llm_requests)."""
+
+
+def session_record(store: MemoryStore, session_ids: Sequence[str], run_id: str = ""
+                   ) -> SessionRecord:
+    """The record of `session_ids`, in order, read from the store."""
+    ids = list(session_ids)
+    first = store.session(ids[0]) if ids else None
+    return {
+        "session_id": ids[0] if ids else run_id,
+        "sessions": ids,
+        "engines": json.loads(first["engines"]) if first else {},
+        "turns": [{**_turn_record(row), "session": number}
+                  for number, session_id in enumerate(ids, 1)
+                  for row in store.turns(session_id)],
+        "units": [_unit_record(row) for session_id in ids
+                  for row in store.units([session_id], state="final")],
+        "llm_requests": [{"turn": r["turn"], "hop": r["hop"], "messages": json.loads(r["messages"])}
+                         for r in (store.llm_requests(ids) if ids else [])],
+        "events": [json.loads(r["data"]) for r in (store.events(ids) if ids else [])],
+    }
+
+
+def unit_words(finalize: Finalize) -> list[WordRecord]:
+    """A unit's word timings as recorded: milliseconds into its audio."""
     rate = finalize.sample_rate
 
     def ms(sample: int) -> int:
         return round(sample * 1000 / rate)
 
-    return {
-        "unit_id": finalize.unit_id,
-        "generated": finalize.generated,
-        "heard": finalize.heard,
-        "interrupted": finalize.interrupted,
-        "played_ms": finalize.played_ms,
-        "inexact_words": finalize.inexact_words,
-        "words": [
-            {"text": w.text, "start_ms": ms(w.start_sample), "end_ms": ms(w.end_sample),
-             **({} if w.exact else {"exact": False})}
-            for w in finalize.words
-        ],
-    }
+    words: list[WordRecord] = []
+    for w in finalize.words:
+        word: WordRecord = {"text": w.text, "start_ms": ms(w.start_sample),
+                            "end_ms": ms(w.end_sample)}
+        if not w.exact:
+            word["exact"] = False
+        words.append(word)
+    return words
 
 
-def _turn_record(turn: Turn) -> dict[str, Any]:
-    if turn.tool_call is not None:
-        return {"role": "tool", "name": turn.tool_call.name,
-                "arguments": turn.tool_call.arguments, "result": turn.text}
-    if turn.role == "assistant":
-        return {"role": "assistant", "text": turn.text, "generated": turn.generated,
-                "unit_id": turn.unit_id, "interrupted": turn.interrupted}
-    return {"role": turn.role, "text": turn.text}
+def _unit_record(row: Row) -> UnitRecord:
+    return {"unit_id": row["unit_id"], "generated": row["generated"], "heard": row["heard"],
+            "interrupted": row["heard"] != row["generated"], "played_ms": row["played_ms"],
+            "inexact_words": row["inexact_words"], "words": json.loads(row["words"])}
 
 
-def session_record(session_id: str, histories: Sequence[History], log: EventLog,
-                   engines: dict[str, str]) -> dict[str, Any]:
-    """The run's record; `histories` holds one history per conversation session, in order."""
-    return {
-        "session_id": session_id,
-        "engines": engines,
-        "turns": [{**_turn_record(t), "session": number}
-                  for number, history in enumerate(histories, 1) for t in history.turns],
-        "units": [unit_record(e.event.finalize)
-                  for e in log.entries if isinstance(e.event, UnitFinalized)],
-        "llm_requests": [
-            {"turn": e.event.turn, "hop": e.event.hop, "messages": list(e.event.messages)}
-            for e in log.entries if isinstance(e.event, LlmRequest)
-        ],
-        "events": [e.to_json() for e in log.entries if not isinstance(e.event, LlmRequest)],
-    }
+def _turn_record(row: Row) -> TurnRecord:
+    if row["role"] == "tool":
+        return {"role": "tool", "name": row["tool_name"], "arguments": row["tool_arguments"],
+                "result": row["heard"]}
+    if row["role"] == "assistant":
+        generated = row["generated"] or ""
+        return {"role": "assistant", "text": row["heard"], "generated": generated,
+                "unit_id": row["unit_id"], "interrupted": row["heard"] != generated}
+    return {"role": row["role"], "text": row["heard"]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -87,15 +88,18 @@ class FakeLanguageModel:
     """Replies (one per request) from a list; records every request, the tools offered and
     every prewarm."""
 
-    def __init__(self, replies: Sequence[Reply]) -> None:
+    def __init__(self, replies: Sequence[Reply],
+                 on_request: Callable[[list[ChatMessage]], None] | None = None) -> None:
         self._replies = list(replies)
+        self._on_request = on_request
         self.requests: list[list[ChatMessage]] = []
         self.tools_offered: list[list[ToolSpec]] = []
         self.prewarmed: list[list[ChatMessage]] = []
         self.withdrawn: list[list[ChatMessage]] = []
         self._answered: list[Reply] = []
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
+                stop: threading.Event | None = None) -> None:
         self.prewarmed.append([dict(m) for m in messages])
 
     def withdraw(self) -> None:
@@ -107,6 +111,8 @@ class FakeLanguageModel:
                ) -> Iterator[str | ToolCall]:
         self.requests.append([dict(m) for m in messages])
         self.tools_offered.append(list(tools))
+        if self._on_request is not None:
+            self._on_request(messages)
         reply = self._replies.pop(0) if self._replies else ""
         self._answered.append(reply)
         for part in [reply] if isinstance(reply, str) else reply:
@@ -166,3 +172,26 @@ class InlineOwner:
 
     def close(self) -> None:
         pass
+
+
+class FakeSummarizer:
+    """Records what it was given; each summary names how many it made. `fail` raises that many
+    times first; `hold_s` (real seconds) makes it work that long, watching its stop event."""
+
+    def __init__(self, fail: int = 0, hold_s: float = 0.0) -> None:
+        from edge_agent.memory.summarizer import Summary, SummaryPreempted
+
+        self._summary, self._preempted = Summary, SummaryPreempted
+        self.inputs: list[tuple[str, list[tuple[str, str]]]] = []
+        self._fail = fail
+        self._hold_s = hold_s
+
+    def summarize(self, previous: str, lines: Sequence[tuple[str, str]],
+                  stop: threading.Event) -> Any:
+        if self._fail:
+            self._fail -= 1
+            raise RuntimeError("the summarizer broke")
+        if self._hold_s and stop.wait(self._hold_s):
+            raise self._preempted()
+        self.inputs.append((previous, list(lines)))
+        return self._summary(f"summary {len(self.inputs)}", ())

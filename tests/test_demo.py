@@ -26,7 +26,8 @@ def _demo(tmp_path: Path, *args: str) -> tuple[dict, str]:  # type: ignore[type-
 
 
 def test_default_demo_records_heard_truth(tmp_path: Path) -> None:
-    record, stdout = _demo(tmp_path, "--audio-dir", str(tmp_path / "units"))
+    db = tmp_path / "data" / "edge-agent.db"
+    record, stdout = _demo(tmp_path, "--audio-dir", str(tmp_path / "units"), "--db", str(db))
     assert "agent was cut" in stdout
     users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
     assert len(users) == 3
@@ -58,6 +59,17 @@ def test_default_demo_records_heard_truth(tmp_path: Path) -> None:
         pcm, rate = read_wav(tmp_path / "units" / f"{unit['unit_id']}.wav")
         assert rate == 22050
         assert abs(len(pcm) / 2 * 1000 / rate - unit["played_ms"]) <= 1, unit["unit_id"]
+    # --db: the call is in the memory database; `sessions show --json` gives the same record.
+    config = tmp_path / "edge-agent.toml"
+    config.write_text(f"data_dir = {json.dumps(str(db.parent))}\n", encoding="utf-8")
+    shown = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-c", str(config), "sessions", "show",
+         record["session_id"], "--json"], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(shown.stdout) == record
+    listed = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-c", str(config), "sessions", "list"],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    assert record["session_id"] in listed and "1 session(s)" in listed
     whole = max(w["end_ms"] for w in cut["words"])
     assert cut["played_ms"] < whole - 1000  # the cut file is well short of the whole reply
 

@@ -27,9 +27,12 @@ async def test_speech_opens_a_session_and_idle_ends_it_the_next_starts_fresh() -
 
     assert [(e.session, e.how) for e in h.events(SessionStarted)] == [  # type: ignore[attr-defined]
         (1, "speech"), (2, "speech")]
-    second_prompt = h.llm.requests[1]
-    assert second_prompt == [{"role": "system", "content": "SYSTEM"},
-                             {"role": "user", "content": "and on sunday"}]
+    # The next session starts with an empty history; what it knows of the previous one is
+    # the end-of-session summary in the system message (heard text only).
+    system, user = h.llm.requests[1]
+    assert user == {"role": "user", "content": "and on sunday"}
+    assert system["content"].startswith("SYSTEM\n\nMemory")
+    assert "Their previous visit: " in system["content"] and "At nine." in system["content"]
     assert [[t.text for t in history.turns] for history in h.conversation.histories] == [
         ["what time do you open", "At nine."], ["and on sunday", "At ten."]]
     assert [r.turn for r in h.events(LlmRequest)] == [1, 2]  # type: ignore[attr-defined]

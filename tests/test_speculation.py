@@ -4,6 +4,7 @@ when the turn really ended, thrown away without a trace when the user speaks aga
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from edge_agent.audio.pcm import silence
 from edge_agent.events import (
@@ -15,7 +16,6 @@ from edge_agent.events import (
     UserSpeechEnded,
     UserTurn,
 )
-from edge_agent.session import session_record
 from tests.fakes import speech
 from tests.timeline import Harness, stop
 
@@ -54,9 +54,10 @@ async def test_a_prepared_answer_is_used_when_the_turn_ends() -> None:
     assert h.at(PlaybackStarted)[0] >= ended
 
 
-async def test_speech_that_resumes_throws_the_prepared_answer_away_without_a_trace() -> None:
+async def test_speech_that_resumes_throws_the_prepared_answer_away_without_a_trace(
+        tmp_path: Path) -> None:
     h = Harness(transcripts=["i want a table for two"], replies=[REPLY, "Never said."],
-                greeting="")
+                greeting="", db_path=tmp_path / "memory.db")
     task = await h.start()
     # A pause longer than speculate_after_ms (128) but shorter than the end of a turn (320).
     h.mic.say(speech(0.45) + _gap(0.25) + speech(0.6, seed=2))
@@ -74,7 +75,7 @@ async def test_speech_that_resumes_throws_the_prepared_answer_away_without_a_tra
     assert [(t.role, t.text) for t in h.conversation.history.turns] == [
         ("user", "i want a table for two"), ("assistant", REPLY)]
     assert [e.text for e in h.events(UserTurn)] == ["i want a table for two"]  # type: ignore[attr-defined]
-    record = session_record("s", h.conversation.histories, h.log, {})
+    record = await h.record()
     assert [r["messages"] for r in record["llm_requests"]] == h.llm.requests
     partial = h.llm.withdrawn[0][-1]["content"]
     assert all(m["content"] != partial for r in record["llm_requests"] for m in r["messages"])

@@ -8,7 +8,7 @@ import json
 from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.engines.base import ToolCall
 from edge_agent.events import BargeIn, LlmRequest, Notice, ToolUsed, UnitFinalized
-from edge_agent.memory.history import History, assemble_prompt
+from edge_agent.memory.context import MemoryContext, WindowSettings
 from tests.fakes import speech
 from tests.timeline import Harness, stop
 
@@ -129,10 +129,12 @@ async def test_a_model_that_keeps_calling_tools_is_stopped() -> None:
 
 
 def test_tool_turns_are_assembled_as_call_and_result() -> None:
-    history = History()
-    history.add_user("book it")
-    history.add_tool(BOOK, "booked")
-    messages = assemble_prompt("SYS", history.turns, window=1, marker=" [x]")
+    context = MemoryContext("SYS", " [x]", WindowSettings(window_turns=1, fold_turns=1,
+                                                          max_facts=8))
+    context.history.add_user("book it")
+    context.history.add_tool(BOOK, "booked")
+    context.apply_fold(1, "")
+    messages = context.messages()
     assert [m["role"] for m in messages] == ["system", "assistant", "tool"]
     assert messages[1]["tool_calls"][0]["function"]["name"] == "book_table"
 

@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +21,13 @@ from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import TextToSpeech
-from edge_agent.events import Event, EventLog
+from edge_agent.events import Event, EventLog, Notice
+from edge_agent.memory.conversation_memory import ConversationMemory, utc_now
+from edge_agent.memory.store import MemoryStore
+from edge_agent.memory.summarizer import Summarizer
+from edge_agent.memory.writer import StoreWriter
 from edge_agent.owner import Owner
+from edge_agent.session import SessionRecord, session_record
 from tests.fakes import FakeLanguageModel, FakeRecognizer, FakeSpeech, FakeVad, InlineOwner, Reply
 
 TURN_RULES = {f.name for f in dataclasses.fields(TurnRules)}
@@ -41,6 +48,10 @@ class Harness:
     clock: VirtualClock = field(default_factory=VirtualClock)
     partials: list[str] | None = None
     """Scripted partial transcripts, one per utterance (else partials reveal the words)."""
+    db_path: Path | None = None
+    """Record into a real memory database here (else the conversation keeps memory in-process)."""
+    summarizer: Summarizer | None = None
+    wall: Callable[[], datetime] = utc_now
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
@@ -53,7 +64,7 @@ class Harness:
         rest = {k: v for k, v in self.overrides.items() if k not in {*turns, *endpoint}}
         settings = dataclasses.replace(
             defaults,
-            system_prompt="SYSTEM",
+            memory=dataclasses.replace(defaults.memory, system_prompt="SYSTEM"),
             greeting=self.greeting,
             endpoint=dataclasses.replace(defaults.endpoint, **{"unknown_ms": 320, **endpoint}),
             turns=dataclasses.replace(defaults.turns, barge_in_min_ms=200,
@@ -67,9 +78,16 @@ class Harness:
             delay = self.tts_delay if name == "tts" else 0.0
             return InlineOwner(name, self.clock, delay)
 
+        self.writer: StoreWriter | None = None
+        if self.db_path is not None:
+            store = MemoryStore.open(self.db_path)
+            self.writer = StoreWriter(store, InlineOwner("store"), self.clock,
+                                      warn=lambda text: self.log.publish(Notice(text)))
+        self.memory = ConversationMemory(settings.memory, self.log, writer=self.writer,
+                                         summarizer=self.summarizer, wall=self.wall)
         self.conversation = Conversation(mic=self.mic, speaker=self.speaker, engines=engines,
                                          settings=settings, log=self.log, owner=owner,
-                                         tools=self.tools)
+                                         tools=self.tools, memory=self.memory)
 
     async def start(self) -> asyncio.Task[None]:
         return asyncio.create_task(self.conversation.run())
@@ -79,6 +97,12 @@ class Harness:
         while not condition():
             assert self.clock.now() < deadline, "condition not reached in virtual time"
             await self.clock.advance(0.01)
+
+    async def record(self) -> SessionRecord:
+        """The record from the database (needs `db_path`)."""
+        assert self.writer is not None
+        return await self.writer.read(
+            lambda store: session_record(store, self.memory.session_ids, self.memory.run_id))
 
     def events(self, kind: type[Event]) -> list[Event]:
         return [e.event for e in self.log.entries if isinstance(e.event, kind)]

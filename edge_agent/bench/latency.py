@@ -1,6 +1,6 @@
 """`edge-agent bench latency`: turn-taking as a caller meets it, measured from recorded audio.
 
-The live agent (`run_live`: PyAudio devices, the configured engines) runs against a private
+The live agent (`runner.run_live`: PyAudio devices, the configured engines) runs against a private
 PulseAudio server. A scripted caller says its lines into the virtual microphone (`paplay`) at
 their cues, and both sides are recorded on one clock: the microphone on the left channel, the
 agent's speaker on the right (`pulse_rig`, `tap=True`). Each exchange is a question, then,
@@ -130,7 +130,7 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
                 caller: Voice | None = None) -> dict[str, Any]:
     """Run the call against the live agent on a private PulseAudio server; the figures.
     `caller`: the voice of the caller's lines (default: the agent's own Piper voice)."""
-    from edge_agent.app import run_live
+    from edge_agent.runner import run_live
 
     tts = engines[0].tts
     if caller is None:

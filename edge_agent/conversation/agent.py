@@ -46,6 +46,7 @@ from edge_agent.events import (
     UserSpeechStarted,
     UserTurn,
 )
+from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.memory.history import History
 from edge_agent.owner import Owner, OwnerThread
 
@@ -77,7 +78,7 @@ class Conversation:
         engines: Engines,
         settings: ConversationSettings,
         log: EventLog,
-        history: History | None = None,
+        memory: ConversationMemory | None = None,
         owner: Callable[[str], Owner] = OwnerThread,
         unit_audio: UnitAudioWriter | None = None,
         tools: Toolbox | None = None,
@@ -89,17 +90,19 @@ class Conversation:
         self._engines = engines
         self._settings = settings
         self._log = log
-        self.history = history or History()
+        self.memory = memory or ConversationMemory(settings.memory, log)
+        self._clock = log.clock
         self._stt_thread = owner("stt")
         self._turn_taking = TurnTaking(settings.turns, classifier or LexiconClassifier(),
                                        echo or EchoFilter())
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
-                                    history=self.history, owner=owner, unit_audio=unit_audio,
+                                    memory=self.memory, owner=owner, unit_audio=unit_audio,
                                     tools=tools or Toolbox())
         self._hearing = False
         self._user_turns = 0
         self._session = 0
-        self._closed_sessions: list[History] = []
+        self._sessions_opened = 0
+        self._folding: asyncio.Task[None] | None = None
 
     @property
     def replying(self) -> bool:
@@ -107,9 +110,14 @@ class Conversation:
         return self._responder.replying
 
     @property
+    def history(self) -> History:
+        """The open session's heard history."""
+        return self.memory.history
+
+    @property
     def histories(self) -> list[History]:
         """Every session's history, in order (the open one last)."""
-        return [*self._closed_sessions, self.history]
+        return self.memory.histories
 
     @property
     def busy(self) -> bool:
@@ -118,15 +126,49 @@ class Conversation:
 
     async def run(self) -> None:
         """Greet (if configured) and converse until cancelled; then finalize what is open."""
+        upkeep: asyncio.Task[None] | None = None
         try:
+            resumed = await self.memory.start()
+            if resumed is not None:
+                self._sessions_opened = self._session = 1
+                self._responder.number_units_after(resumed.units)
+                self._log.publish(SessionStarted(self._session, "resumed"))
             self._responder.prewarm()
-            if self._settings.session_start == "immediate":
+            if resumed is None and self._settings.session_start == "immediate":
                 self._open_session("start-up", greet=True)
+            upkeep = asyncio.create_task(self._upkeep(), name="memory-upkeep")
             await self._listen()
         finally:
+            if upkeep is not None:
+                upkeep.cancel()
+            await self._stop_folding()
             await self._responder.stop()
             self._stt_thread.close()
             self._responder.close()
+
+    async def _upkeep(self) -> None:
+        """Checkpoint the playing unit; while idle, move the window a step when its summary is
+        ready (then prewarm the new prefix), and start the next summary when one is due."""
+        interval = self._settings.checkpoint_ms / 1000
+        while True:
+            await self._clock.sleep(interval)
+            self._responder.checkpoint()
+            if self.busy:
+                continue
+            self.memory.apply_ready_fold()
+            if self._responder.model_idle:
+                self._responder.prewarm()  # nothing to do unless the prompt changed
+            if (self.memory.fold_due() and self._responder.model_idle
+                  and (self._folding is None or self._folding.done())):
+                self._folding = asyncio.create_task(
+                    self.memory.fold(self._responder.run_on_model), name="fold")
+
+    async def _stop_folding(self) -> None:
+        folding, self._folding = self._folding, None
+        if folding is not None and not folding.done():
+            self.memory.stop_background.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await folding
 
     async def _listen(self) -> None:
         mic, stt = self._mic, self._engines.stt
@@ -150,6 +192,7 @@ class Conversation:
                 await self._end_session()
             if started:
                 self._hearing = True
+                self.memory.stop_background.set()  # a summary in progress yields the model
                 onset = audio_time - segmenter.speech_ms / 1000
                 self._log.publish(UserSpeechStarted(onset))
                 heard = b"".join(preroll)
@@ -271,7 +314,7 @@ class Conversation:
             if not rest:
                 return  # the wake phrase alone: the greeting answers it
             text = rest
-        self.history.add_user(text)
+        self.memory.add_user(text)
         await self._responder.stop()
         self._user_turns += 1
         if not speculated:
@@ -289,7 +332,9 @@ class Conversation:
         return None
 
     def _open_session(self, how: str, greet: bool) -> None:
-        self._session = len(self._closed_sessions) + 1
+        self._sessions_opened += 1
+        self._session = self._sessions_opened
+        self.memory.open_session(how)
         self._log.publish(SessionStarted(self._session, how))
         if greet and self._settings.greeting:
             self._responder.start(turn=0)
@@ -297,8 +342,7 @@ class Conversation:
     async def _end_session(self) -> None:
         await self._responder.stop()
         self._log.publish(SessionEnded(self._session))
-        self._closed_sessions.append(self.history)
-        self.history = self._responder.history = History()
+        self.memory.end_session()
         self._session = 0
 
     def _overlap_begins(self, heard: bytes, heard_ms: float) -> OverlapAudio:

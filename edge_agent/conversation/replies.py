@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TypeVar
 
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.unit_audio import UnitAudioWriter
@@ -24,7 +25,7 @@ from edge_agent.conversation.clauses import SpokenText
 from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
-from edge_agent.engines.base import ChatMessage, SpeechAudio, ToolCall
+from edge_agent.engines.base import ChatMessage, PrefixStateStore, SpeechAudio, ToolCall, ToolSpec
 from edge_agent.events import (
     EventLog,
     LlmRequest,
@@ -36,21 +37,23 @@ from edge_agent.events import (
     UnitFinalized,
 )
 from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
-from edge_agent.memory.history import History, assemble_prompt
+from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.owner import Owner
+
+T = TypeVar("T")
 
 
 class Responder:
     """Owns the speaker side: one reply at a time, the unit ledger, and what it records."""
 
     def __init__(self, *, speaker: Speaker, engines: Engines, settings: ConversationSettings,
-                 log: EventLog, history: History, owner: Callable[[str], Owner],
+                 log: EventLog, memory: ConversationMemory, owner: Callable[[str], Owner],
                  unit_audio: UnitAudioWriter | None, tools: Toolbox) -> None:
         self._speaker = speaker
         self._engines = engines
         self._settings = settings
         self._log = log
-        self.history = history
+        self.memory = memory
         self._ledger = UnitLedger(settings.heard_policy)
         self._recent: deque[Unit] = deque(maxlen=4)
         self._unit_audio = unit_audio
@@ -65,6 +68,8 @@ class Responder:
         self._prewarm: asyncio.Task[None] | None = None
         self._prewarmed: list[ChatMessage] | None = None
         self._first_unit_of_reply: str | None = None
+        self._checkpointed: tuple[str, int] | None = None
+        self._state_saved_for: list[ChatMessage] | None = None
         self.failure: BaseException | None = None
         """An engine error raised inside a reply, for the loop to surface."""
 
@@ -88,8 +93,8 @@ class Responder:
         def stage(name: str, speculative: bool) -> None:
             self._stage(turn, name, speculative)
 
-        return PreparedReply(turn, messages, self._generate(messages), synthesize,
-                             self._settings.interrupted_marker, stage)
+        return PreparedReply(turn, messages, self._after_commit(self._generate(messages)),
+                             synthesize, self._settings.interrupted_marker, stage)
 
     async def discard(self, prepared: PreparedReply, reason: str) -> None:
         """A preparation that will not be used: stop its model request, withdraw it."""
@@ -104,6 +109,33 @@ class Responder:
         self._first_unit_of_reply = None
         self._reply = asyncio.create_task(self._answer(turn, prepared), name=f"reply-{turn}")
         self._reply.add_done_callback(self._check_reply)
+
+    def number_units_after(self, count: int) -> None:
+        """Units of a resumed session exist up to u`count`: new ones are numbered after it."""
+        self._ledger.number_after(count)
+
+    def checkpoint(self) -> None:
+        """Tell memory where the playing unit is, if it moved: a crash recovers the unit with
+        the heard prefix of its last checkpoint (never more than had played)."""
+        open_units = self._ledger.open_units
+        if not open_units or open_units[0].device_start is None:
+            return
+        unit = open_units[0]
+        played, heard = self._ledger.heard_at(unit, self._speaker.played_frames())
+        if self._checkpointed == (unit.unit_id, played):
+            return
+        self._checkpointed = (unit.unit_id, played)
+        self.memory.checkpoint(unit.unit_id, unit.text, heard,
+                               round(played * 1000 / unit.sample_rate))
+
+    async def run_on_model(self, fn: Callable[..., T], *args: object) -> T:
+        """Background work on the model's thread (a summary), queued after a reply's."""
+        return await self._llm_thread.call(fn, *args)
+
+    @property
+    def model_idle(self) -> bool:
+        """No reply and no prewarm is using the model."""
+        return not self.replying and (self._prewarm is None or self._prewarm.done())
 
     def recent_units(self) -> tuple[Unit, ...]:
         """The last few units opened (finalized or not), oldest first."""
@@ -123,11 +155,15 @@ class Responder:
 
     def _prompt(self, pending_user: str | None = None) -> list[ChatMessage]:
         """The next request's messages; `pending_user`: a user turn not in history yet."""
-        turns = self.history.turns
-        if pending_user is not None:
-            turns = History.with_user(turns, pending_user)
-        return assemble_prompt(self._settings.system_prompt, turns,
-                               self._settings.history_turns, self._settings.interrupted_marker)
+        return self.memory.messages(pending_user)
+
+    async def _after_commit(self, pieces: AsyncIterator[str | ToolCall]
+                            ) -> AsyncIterator[str | ToolCall]:
+        """A speculative request waits for every turn before it to be on disk (its own user
+        turn is not a turn yet: it is committed when the turn ends, before its answer plays)."""
+        await self.memory.flushed()
+        async for piece in pieces:
+            yield piece
 
     def _generate(self, messages: list[ChatMessage]) -> AsyncIterator[str | ToolCall]:
         llm, tools = self._engines.llm, self._tools.specs()
@@ -137,16 +173,13 @@ class Responder:
 
         return self._llm_thread.stream(generate)
 
-    def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
+    async def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
         messages = self._prompt()
         self._log.publish(LlmRequest(turn, hop, tuple(dict(m) for m in messages)))
         if hop == 1:
             self._stage(turn, "request")
-        return self._first_token(turn, hop, self._generate(messages))
-
-    async def _first_token(self, turn: int, hop: int, pieces: AsyncIterator[str | ToolCall]
-                           ) -> AsyncIterator[str | ToolCall]:
-        async for piece in pieces:
+        await self.memory.flushed()  # what the model sees is on disk before it is sent
+        async for piece in self._generate(messages):
             if hop == 1:
                 self._stage(turn, "first_token")
             yield piece
@@ -167,6 +200,7 @@ class Responder:
         if prepared.turn == turn and prepared.messages == self._prompt():
             prepared.committed = True
             self._log.publish(LlmRequest(turn, 1, tuple(dict(m) for m in prepared.messages)))
+            await self.memory.flushed()  # the user turn is on disk before its answer plays
             return prepared
         await self.discard(prepared, "history changed")
         return None
@@ -294,7 +328,7 @@ class Responder:
                 result = f"error: {call.name} could not run: {error}"
             else:
                 result = done.result()
-            self.history.add_tool(call, result)
+            self.memory.add_tool(call, result)
             self._log.publish(ToolUsed(turn, call, result))
 
         self._tool_jobs.add(job)
@@ -329,7 +363,7 @@ class Responder:
 
     def _record(self, finalizes: list[Finalize]) -> None:
         for finalize in finalizes:
-            self.history.add_finalize(finalize)
+            self.memory.add_finalize(finalize)
             self._log.publish(UnitFinalized(finalize))
             if self._unit_audio is not None:
                 self._unit_audio.finish(finalize)
@@ -341,10 +375,23 @@ class Responder:
         if messages == self._prewarmed or (self._prewarm is not None and not self._prewarm.done()):
             return
         self._prewarmed = messages
-        llm, tools = self._engines.llm, self._tools.specs()
+        stable = self.memory.context.stable_messages()
         self._prewarm = asyncio.create_task(
-            self._llm_thread.call(llm.prewarm, messages, tools), name="prewarm")
+            self._llm_thread.call(self._warm, messages, stable, self._tools.specs()),
+            name="prewarm")
         self._prewarm.add_done_callback(_ignore_result)
+
+    def _warm(self, messages: list[ChatMessage], stable: list[ChatMessage],
+              tools: list[ToolSpec]) -> None:
+        """On the model's thread: the stable prefix from its saved state (or evaluated and
+        saved, for the next start), then the rest of the prompt."""
+        llm, directory = self._engines.llm, self._settings.prefix_state_dir
+        if (directory is not None and stable and stable != self._state_saved_for
+                and isinstance(llm, PrefixStateStore)):
+            self._state_saved_for = stable
+            if not llm.restore_prefix_state(stable, directory, tools=tools):
+                llm.save_prefix_state(stable, directory, tools=tools)
+        llm.prewarm(messages, tools)
 
 
 async def _pieces_of(text: str) -> AsyncIterator[str | ToolCall]:

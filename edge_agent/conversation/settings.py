@@ -7,6 +7,7 @@ root (`edge_agent.app.conversation_settings`) builds these from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.segmenter import SegmenterSettings
@@ -18,12 +19,11 @@ from edge_agent.engines.base import (
     VoiceActivityDetector,
 )
 from edge_agent.heard.truncation import HeardPolicy
+from edge_agent.memory.conversation_memory import MemorySettings
 
 
 @dataclass(frozen=True)
 class ConversationSettings:
-    system_prompt: str
-    """Put first in every prompt."""
     greeting: str
     """Spoken when the session starts; "" for none."""
     segmenter: SegmenterSettings
@@ -38,8 +38,13 @@ class ConversationSettings:
     """Which words of a cut unit count as heard."""
     interrupted_marker: str
     """Added in prompts to an assistant turn that was cut."""
-    history_turns: int
-    """Verbatim turns sent to the language model."""
+    memory: MemorySettings
+    """The prompt's memory: system prompt, verbatim window, identity, session TTL."""
+    checkpoint_ms: int
+    """How often the playing unit's heard position is saved for crash recovery."""
+    prefix_state_dir: Path | None
+    """Where the model's state of the stable prompt prefix is saved for the next start (None:
+    not saved)."""
     max_tool_hops: int
     """Rounds of tool calls one reply may make before it is ended."""
     session_start: str

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -119,15 +121,40 @@ class LanguageModel(Protocol):
         Closing the iterator cancels generation."""
         ...
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
+                stop: threading.Event | None = None) -> None:
         """Evaluate `messages` as the start of the next request's prompt (the next user turn
-        will follow them), so that request only evaluates what is new. May do nothing."""
+        will follow them), so that request only evaluates what is new. May do nothing.
+
+        When `stop` is set (the user started to speak), return within ~100 ms, keeping what
+        was evaluated so far; a later prewarm or request continues from there."""
         ...
 
     def withdraw(self) -> None:
         """The latest request was sent speculatively and its reply will not be used. A model
         whose replies depend only on the messages does nothing; a script gives the same reply
         to the next request."""
+        ...
+
+
+@runtime_checkable
+class PrefixStateStore(Protocol):
+    """A language model that can save the evaluated state of a stable prompt prefix (the
+    system message) to a file and load it in a later process, so a restarted agent does not
+    evaluate that prefix again. Optional: check with `isinstance(llm, PrefixStateStore)`."""
+
+    def save_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
+                          tools: Sequence[ToolSpec] = ()) -> Path | None:
+        """Evaluate `messages` (and `tools` as every request offers them) if needed and save
+        the state for exactly their tokens into `directory`; the file, or None when there is
+        nothing to save. Raises OutputError when the file cannot be written."""
+        ...
+
+    def restore_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
+                             tools: Sequence[ToolSpec] = ()) -> bool:
+        """Load the state saved for exactly these messages and tools; True when the model
+        then holds them (verified). A missing, damaged or foreign file gives False, never an
+        exception."""
         ...
 
 

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.engines import llm_state
 from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
 from edge_agent.engines.tool_replies import JsonReplyReader, ToolFormat
-from edge_agent.errors import ConfigError, ModelFileError
+from edge_agent.errors import ConfigError, ModelFileError, OutputError
 from edge_agent.tomlfile import parse_toml, read_text
 
 
@@ -49,34 +51,93 @@ class LlamaLanguageModel:
         self._tool_formats: dict[str, ToolFormat] = {}
         self._context = context_tokens
         self._prefix_format = _prefix_formatter(self._llama)
+        self._model_path = model_path
+        self._identity: llm_state.ModelIdentity | None = None
+        self._pacer = llm_state.ChunkPacer()
 
     def withdraw(self) -> None:
         """Replies depend only on the messages: nothing to undo."""
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
+                stop: threading.Event | None = None) -> None:
         """Evaluate the chat-templated `messages` (no reply header) into llama.cpp's KV cache,
         reusing what it already holds; the next request with these messages first only
         evaluates its new user turn. Tokens at a message boundary tokenize the same in the
         prefix as in the whole prompt (ChatML and the like end each message with a special
-        token), so the cached prefix matches."""
-        if self._prefix_format is None:
+        token), so the cached prefix matches.
+
+        With `stop`, the missing tokens are evaluated in chunks of at most 32 tokens, sized to
+        take ~40 ms each on the machine it runs on, and the call returns at the chunk boundary
+        after `stop` is set: what was evaluated stays (`n_tokens` counts it) and a later
+        prewarm or request continues from there."""
+        tokens = self._prefix_tokens(messages, tools)
+        if tokens is None:
             return
+        llama = self._llama
+        cached = llm_state.cached_prefix(llama, tokens)
+        if cached < len(tokens):
+            llama.n_tokens = cached
+            llm_state.evaluate(llama, tokens[cached:], stop, self._pacer)
+
+    def save_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
+                          tools: Sequence[ToolSpec] = ()) -> Path | None:
+        """Evaluate the chat-templated `messages` if needed, then save llama.cpp's state for
+        exactly their tokens to a file in `directory` (format: `llm_state`); the path.
+
+        `messages` are a stable prefix (the system message, with `tools` as offered on every
+        request). Whatever the cache held after them is dropped (the next request evaluates
+        it again): call this at start-up or when the conversation is new. None when there is
+        nothing to save: no chat template, or a prefix too long to keep. Raises OutputError
+        when the file cannot be written."""
+        tokens = self._prefix_tokens(messages, tools)
+        if not tokens:
+            return None
+        self.prewarm(messages, tools)
+        try:
+            return llm_state.save_state(self._llama, tokens, directory, self._state_identity())
+        except OSError as exc:
+            raise OutputError(directory, exc) from None
+        except RuntimeError:  # llama.cpp gave no state: a cold start next time, nothing worse
+            return None
+
+    def restore_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
+                             tools: Sequence[ToolSpec] = ()) -> bool:
+        """Load the state `save_prefix_state` saved for these messages (and tools), if
+        `directory` holds a valid one for this model file, llama.cpp version and context size.
+        True when the cache then holds exactly their tokens (verified), or already did. False,
+        never an exception, when there is no such file (the cache is untouched) or it is
+        damaged or foreign (the cache is left empty). Meant for start-up: a restored state
+        replaces whatever the cache held."""
+        try:
+            tokens = self._prefix_tokens(messages, tools)
+            if not tokens:
+                return False
+            llama = self._llama
+            if llm_state.cached_prefix(llama, tokens) == len(tokens):
+                return True
+            return llm_state.restore_state(llama, tokens, directory, self._state_identity())
+        except Exception:  # a cache that cannot be used is a cold start, never a failure
+            return False
+
+    def _prefix_tokens(self, messages: list[ChatMessage], tools: Sequence[ToolSpec]
+                       ) -> list[int] | None:
+        """The tokens of the chat-templated prefix; None without a chat template or when the
+        prefix would leave no room for a reply (the request will have to fit itself)."""
+        if self._prefix_format is None:
+            return None
         if tools:
             messages = self._tool_format(tools).prompt(messages)
         rendered = self._prefix_format(messages=messages)
-        llama = self._llama
-        tokens = llama.tokenize(rendered.prompt.encode("utf-8"),
-                                add_bos=not rendered.added_special, special=True)
+        tokens: list[int] = self._llama.tokenize(rendered.prompt.encode("utf-8"),
+                                                 add_bos=not rendered.added_special, special=True)
         if len(tokens) + self._max_tokens >= self._context:
-            return  # too long to keep; the request will have to fit itself
-        cached = 0
-        for have, want in zip(llama.input_ids[: llama.n_tokens], tokens, strict=False):
-            if have != want:
-                break
-            cached += 1
-        if cached < len(tokens):
-            llama.n_tokens = cached
-            llama.eval(tokens[cached:])
+            return None
+        return tokens
+
+    def _state_identity(self) -> llm_state.ModelIdentity:
+        if self._identity is None:
+            self._identity = llm_state.identity_of(self._llama, self._model_path)
+        return self._identity
 
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
                ) -> Iterator[str | ToolCall]:
@@ -127,6 +188,12 @@ class LlamaLanguageModel:
 def _prefix_formatter(llama: Any) -> Any:
     """The model's own chat template, rendering messages without the reply header (what
     `create_chat_completion` renders, minus its last line); None without a template."""
+    return chat_formatter(llama, reply_header=False)
+
+
+def chat_formatter(llama: Any, *, reply_header: bool) -> Any:
+    """A llama_cpp Jinja2ChatFormatter for the model's own chat template, ending with the
+    assistant's reply header or not; None when the GGUF has no template."""
     from llama_cpp import llama_chat_format
 
     template = llama.metadata.get("tokenizer.chat_template")
@@ -138,7 +205,7 @@ def _prefix_formatter(llama: Any) -> Any:
         template=template,
         eos_token=model.token_get_text(eos) if eos != -1 else "",
         bos_token=model.token_get_text(bos) if bos != -1 else "",
-        add_generation_prompt=False,
+        add_generation_prompt=reply_header,
     )
 
 
@@ -190,7 +257,8 @@ class ScriptedLanguageModel:
             raise ConfigError(str(path), "agent", "must be a table ([agent]) holding `replies`")
         return cls(parse_replies(agent.get("replies"), str(path), "agent.replies"))
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
+                stop: threading.Event | None = None) -> None:
         """A script has no prompt to evaluate."""
 
     def withdraw(self) -> None:

@@ -94,6 +94,17 @@ class UnitLedger:
         self._open.append(unit)
         return unit
 
+    def number_after(self, count: int) -> None:
+        """Number the next unit `count + 1` (a resumed session already used the ids before)."""
+        self._count = max(self._count, count)
+
+    def heard_at(self, unit: Unit, device_played: int) -> tuple[int, str]:
+        """(samples played, heard prefix) of an open unit when the device has played
+        `device_played` frames: what its Finalize would say if playback stopped now."""
+        played = unit.played_at(device_played)
+        return played, heard_prefix(unit.text, unit.words, played, unit.audio_samples,
+                                    self._policy, audio_text_end=unit.audio_text_end)
+
     def finalize(self, unit: Unit, played_samples: int) -> list[Finalize]:
         """Finalize `unit` and, first, every unit opened before it that is still open."""
         if unit not in self._open:

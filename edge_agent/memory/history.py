@@ -1,14 +1,14 @@
-"""Heard history and prompt assembly.
+"""Heard history: what the listener heard and what the model generated, side by side.
 
-History keeps what the listener heard and what the model generated side by side. The marker
-that tells the model its turn was cut is added only when a prompt is assembled.
+The marker that tells the model its turn was cut is added only when a prompt is assembled
+(`memory.context`), never stored.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge_agent.engines.base import ChatMessage, ToolCall
+from edge_agent.engines.base import ToolCall
 from edge_agent.heard.ledger import Finalize
 
 
@@ -62,28 +62,3 @@ class History:
         self.turns.append(turn)
         return turn
 
-
-def assemble_prompt(
-    system_prompt: str, turns: list[Turn], window: int, marker: str
-) -> list[ChatMessage]:
-    """System prompt, then the last `window` turns, stable text first."""
-    messages: list[ChatMessage] = []
-    if system_prompt:
-        messages.append({"role": "system", "content": system_prompt})
-    for turn in turns[-window:] if window > 0 else []:
-        if turn.tool_call is not None:
-            messages.extend(_tool_messages(turn.tool_call, turn.text))
-            continue
-        content = turn.text + marker if turn.interrupted and marker else turn.text
-        messages.append({"role": turn.role, "content": content})
-    return messages
-
-
-def _tool_messages(call: ToolCall, result: str) -> list[ChatMessage]:
-    """A call and its result, as the model's chat template expects them."""
-    return [
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": call.call_id, "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}}]},
-        {"role": "tool", "tool_call_id": call.call_id, "content": result},
-    ]

@@ -1,0 +1,156 @@
+"""`edge-agent sessions ...` and `edge-agent memory ...`: the memory database for operators.
+
+Part of the command line (messages and exit codes are made here and in `cli`). Every command
+opens the database the config names (`data_dir/edge-agent.db`); it may run while the agent
+runs (WAL: readers never block it, a write waits for the agent's commit at most a few ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from edge_agent.config import Config
+from edge_agent.errors import ConfigError, OutputError
+from edge_agent.memory.consolidate import consolidate
+from edge_agent.memory.context import KEY_NAMES
+from edge_agent.memory.store import MemoryStore
+from edge_agent.session import session_record
+
+
+def add_parsers(commands: Any) -> None:
+    sessions = commands.add_parser("sessions", help="list, show, export and delete the sessions "
+                                                    "in the memory database")
+    actions = sessions.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="every session: id, start, state, turns")
+    show = actions.add_parser("show", help="one session's turns (heard vs generated)")
+    show.add_argument("id", help="session id (or an unambiguous prefix)")
+    show.add_argument("--json", action="store_true",
+                      help="print the session record (the same record as `demo --json`)")
+    export = actions.add_parser("export", help="the record with its summaries and facts, as JSON")
+    export.add_argument("id")
+    export.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    delete = actions.add_parser("delete", help="forget a session: its turns, units, events, "
+                                               "summaries and the facts it gave")
+    delete.add_argument("id")
+
+    memory = commands.add_parser("memory", help="facts, profiles and consolidation")
+    memory_actions = memory.add_subparsers(dest="action", required=True)
+    memory_actions.add_parser("show", help="profiles, current facts, last summaries")
+    forget = memory_actions.add_parser("forget", help="delete every value of one fact key")
+    forget.add_argument("key", help='e.g. "phone" or "booking_id"')
+    memory_actions.add_parser("consolidate", help="merge duplicate facts, newest wins on a "
+                                                  "contradiction, drop expired facts")
+
+
+def run(config: Config, args: argparse.Namespace) -> int:
+    path = config.db_path
+    if not path.exists():
+        print(f"no memory database yet at {path} (the agent creates it on its first run)")
+        return 0
+    store = MemoryStore.open(path)
+    try:
+        if args.command == "sessions":
+            return _sessions(store, args)
+        return _memory(store, args)
+    finally:
+        store.close()
+
+
+def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        rows = store.sessions()
+        print(f"{'id':14}{'started (UTC)':21}{'state':8}{'turns':>6}  {'how':10}identity")
+        for row in rows:
+            print(f"{row['id']:14}{row['started_at'][:19]:21}{row['state']:8}{row['turns']:>6}  "
+                  f"{row['how']:10}{row['identity']}")
+        print(f"{len(rows)} session(s) in {store.path}")
+        return 0
+    session = store.find_session(args.id)
+    if session is None:
+        raise ConfigError("sessions", args.id, "no such session (or the prefix matches several): "
+                          "`edge-agent sessions list` shows the ids")
+    session_id = session["id"]
+    if args.action == "delete":
+        store.delete_session(session_id)
+        print(f"session {session_id} deleted (turns, units, events, requests, summaries and "
+              "the facts it gave)")
+        return 0
+    record = session_record(store, [session_id])
+    if args.action == "export":
+        data = {**record, "summaries": list(store.db.query(
+                    "SELECT kind, first_seq, last_seq, text, at FROM summaries "
+                    "WHERE session_id = ? ORDER BY id", [session_id])),
+                "facts": list(store.db.query(
+                    "SELECT key, value, source, source_seq, at, superseded_by FROM facts "
+                    "WHERE session_id = ? ORDER BY id", [session_id]))}
+        _emit(data, args.output)
+        return 0
+    if args.json:
+        _emit(dict(record), None)
+        return 0
+    print(f"session {session_id} ({session['state']}, {session['how']}, started "
+          f"{session['started_at'][:19]} UTC, identity {session['identity']})")
+    for turn in record["turns"]:
+        if turn["role"] == "tool":
+            print(f"  tool   {turn['name']}({turn['arguments']}) -> {_safe(turn['result'])}")
+        elif turn["role"] == "assistant" and turn["interrupted"]:
+            unheard = turn["generated"][len(turn["text"]):]
+            print(f"  agent  {_safe(turn['text'])} [cut; never heard: {_safe(unheard)}]")
+        else:
+            who = "agent" if turn["role"] == "assistant" else "user"
+            print(f"  {who:6} {_safe(turn['text'])}")
+    summary = store.latest_summary(session_id, "session") or store.latest_summary(
+        session_id, "running")
+    if summary:
+        print(f"summary ({summary['kind']}): {_safe(summary['text'])}")
+    return 0
+
+
+def _memory(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.action == "forget":
+        count = store.forget_fact(args.key)
+        print(f"forgot {count} value(s) of {args.key!r}")
+        return 0
+    if args.action == "consolidate":
+        with store.transaction(durable=True):
+            report = consolidate(store, datetime.now(UTC).isoformat(timespec="milliseconds"))
+        print(f"consolidated: {report.merged} duplicate(s) merged, {report.resolved} "
+              f"contradiction(s) resolved (newest kept), {report.expired} expired fact(s) dropped")
+        return 0
+    identities = sorted({row["identity"] for row in store.db.query(
+        "SELECT identity FROM profiles UNION SELECT identity FROM facts")})
+    if not identities:
+        print("memory is empty")
+    for identity in identities:
+        profile = store.profile(identity) or {}
+        print(f"{identity}" + (f" (name: {profile['name']})" if profile.get("name") else ""))
+        for fact in store.open_facts(identity):
+            key = KEY_NAMES.get(fact["key"], fact["key"])
+            print(f"  {key}: {_safe(fact['value'])}  ({fact['source']}, {fact['at'][:19]})")
+        last = store.last_closed_session(identity)
+        summary = store.latest_summary(last["id"], "session") if last else None
+        if summary:
+            print(f"  last session {last['id']}: {_safe(summary['text'])}")  # type: ignore[index]
+    return 0
+
+
+def _emit(data: dict[str, Any], output: Path | None) -> None:
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(output, exc) from None
+    print(f"exported to {output}")
+
+
+def _safe(text: str) -> str:
+    """Control characters shown escaped: a transcript never drives the operator's terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

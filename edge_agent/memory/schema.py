@@ -1,0 +1,149 @@
+"""The memory database's schema, as numbered migrations.
+
+`PRAGMA user_version` holds the number of migrations applied. Opening a database runs the
+missing ones in order, each in its own transaction; a database whose version is higher than the
+last migration here was written by a newer edge-agent and is refused (never rewritten).
+
+Tables (documented for Datasette users in README, "The memory database"):
+
+- `sessions`: one row per conversation session; `state` is "open" until it ends.
+- `turns`: the heard-truth history, in order (`seq`) per session. `heard` is what the listener
+  heard (for the user: the transcript; for a tool: its result), `generated` what the model
+  wrote for an assistant turn.
+- `units`: every unit of agent speech: its generated text, the heard prefix, `played_ms` and
+  word timings. While a unit plays its row is a checkpoint (`state` "playing"); a unit still
+  "playing" after a crash is recovered from its last checkpoint.
+- `events`: the per-session event log (JSON per event), expired by the retention setting.
+- `llm_requests`: the messages each request sent to the language model.
+- `summaries`: running summaries (turns folded out of the verbatim window) and end-of-session
+  summaries, with the turn range (`first_seq`..`last_seq`) each covers.
+- `facts`: names, numbers, times, ids... per identity; a newer value for the same key
+  supersedes the older row (`superseded_by`), which is kept.
+- `profiles`: one row per identity (the kiosk's, or a stated name).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: the heard-truth record
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            identity TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            how TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'open',
+            started_at TEXT NOT NULL,
+            last_active_at TEXT NOT NULL,
+            ended_at TEXT,
+            engines TEXT NOT NULL DEFAULT '{}'
+        )""",
+        """CREATE TABLE turns (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            heard TEXT NOT NULL,
+            generated TEXT,
+            unit_id TEXT,
+            tool_call_id TEXT,
+            tool_name TEXT,
+            tool_arguments TEXT,
+            at TEXT NOT NULL,
+            UNIQUE (session_id, seq)
+        )""",
+        """CREATE TABLE units (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            unit_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            seq INTEGER,
+            generated TEXT NOT NULL,
+            heard TEXT NOT NULL,
+            played_ms INTEGER NOT NULL,
+            inexact_words INTEGER NOT NULL DEFAULT 0,
+            words TEXT NOT NULL DEFAULT '[]',
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (session_id, unit_id)
+        )""",
+        """CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+            run_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            type TEXT NOT NULL,
+            data TEXT NOT NULL
+        )""",
+        """CREATE TABLE llm_requests (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            turn INTEGER NOT NULL,
+            hop INTEGER NOT NULL,
+            messages TEXT NOT NULL,
+            at TEXT NOT NULL
+        )""",
+        "CREATE INDEX events_by_session ON events (session_id, id)",
+        "CREATE INDEX llm_requests_by_session ON llm_requests (session_id, id)",
+        "CREATE INDEX sessions_by_identity ON sessions (identity, state, last_active_at)",
+    ),
+    (  # 2: what outlives the verbatim window and the session
+        """CREATE TABLE summaries (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            at TEXT NOT NULL
+        )""",
+        """CREATE TABLE facts (
+            id INTEGER PRIMARY KEY,
+            identity TEXT NOT NULL,
+            session_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            source TEXT NOT NULL,
+            source_seq INTEGER,
+            at TEXT NOT NULL,
+            superseded_by INTEGER REFERENCES facts(id) ON DELETE SET NULL,
+            expires_at TEXT
+        )""",
+        """CREATE TABLE profiles (
+            identity TEXT PRIMARY KEY,
+            name TEXT,
+            last_session_id TEXT,
+            updated_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX summaries_by_session ON summaries (session_id, kind, last_seq)",
+        "CREATE INDEX open_facts ON facts (identity, superseded_by, key)",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class NewerSchemaError(Exception):
+    """The database was written by a newer edge-agent."""
+
+    def __init__(self, found: int) -> None:
+        self.found = found
+        super().__init__(f"its schema is version {found}; this edge-agent knows up to "
+                         f"{SCHEMA_VERSION}")
+
+
+def schema_version(connection: sqlite3.Connection) -> int:
+    version: int = connection.execute("PRAGMA user_version").fetchone()[0]
+    return version
+
+
+def migrate(connection: sqlite3.Connection, upto: int = SCHEMA_VERSION) -> int:
+    """Apply the migrations the database lacks (up to `upto`); returns the version before."""
+    found = schema_version(connection)
+    if found > SCHEMA_VERSION:
+        raise NewerSchemaError(found)
+    for number in range(found + 1, upto + 1):
+        with connection:  # one transaction per migration: a crash leaves a whole version
+            connection.execute("BEGIN")
+            for statement in MIGRATIONS[number - 1]:
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {number}")
+    return found

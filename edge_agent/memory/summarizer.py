@@ -1,0 +1,297 @@
+"""Running summaries: a block of old turns folded into a bounded text, in the background.
+
+A summarizer is blocking and runs on the LLM owner thread, so a reply waits for it: it must
+raise SummaryPreempted within 100 ms of its stop event being set (the user started to speak).
+It only ever sees what the listener heard.
+
+`LlamaSummarizer` runs its own llama.cpp context (by default on the reply model's GGUF file,
+whose weights the two contexts share through mmap), so the reply model's KV cache, which holds
+the conversation prefix, is never touched. `ExtractiveSummarizer` needs no model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from edge_agent.engines.llm import chat_formatter
+from edge_agent.engines.llm_state import ChunkPacer, cached_prefix, evaluate
+from edge_agent.errors import ConfigError, ModelFileError
+from edge_agent.plugins import load_plugin
+
+
+class SummaryPreempted(Exception):
+    """The stop event was set; nothing was produced."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A new running summary."""
+
+    text: str
+    """The running summary, at most the summarizer's `max_chars` characters."""
+    facts: tuple[tuple[str, str], ...]
+    """(key, value) facts the model proposed (keys lower_snake_case); may be empty."""
+
+
+class Summarizer(Protocol):
+    def summarize(self, previous: str, lines: Sequence[tuple[str, str]],
+                  stop: threading.Event) -> Summary:
+        """Fold `lines` into `previous` (the running summary so far, "" at first). `lines` are
+        (role, text) of the turns being folded, role "user", "assistant" or "tool", text what
+        the listener heard. Blocking; raises SummaryPreempted within 100 ms of `stop` being
+        set."""
+        ...
+
+
+LABELS = {"user": "Customer", "assistant": "Agent", "tool": "Tool result"}
+"""How each role is named in summaries and prompts."""
+
+
+class ExtractiveSummarizer:
+    """No model, deterministic, instant: the previous summary's lines, then one short line per
+    folded turn (a user turn's first sentence, the agent's heard reply shortened, a tool result
+    shortened, since a booking made is a fact whether or not it was heard), oldest lines
+    dropped first to fit `max_chars`."""
+
+    def __init__(self, max_chars: int = 600) -> None:
+        self._max_chars = max_chars
+
+    def summarize(self, previous: str, lines: Sequence[tuple[str, str]],
+                  stop: threading.Event) -> Summary:
+        if stop.is_set():
+            raise SummaryPreempted
+        pieces = [p.strip() for p in previous.splitlines() if p.strip()]
+        pieces += [line for role, text in lines if (line := _extract(role, text))]
+        return Summary(_bounded(pieces, self._max_chars, "\n"), ())
+
+
+INSTRUCTION = ("Update the summary of a conversation at a kiosk; keep names, numbers, times, "
+               "dates, booking ids and decisions; at most {words} words.")
+LEAD = "The customer"
+"""The summary's first words, written into the prompt: without them SmolLM2-135M mostly copied
+the conversation out instead of summarizing it."""
+REPEAT_PENALTY = 1.1
+_HEADINGS = {"summary", "updated summary", "new summary", "summary so far", "update"}
+_NOT_KEYS = {"the", "a", "an", "he", "she", "they", "we", "i", "it", "you"}
+_ECHOES = {label.lower() for label in LABELS.values()} | {
+    "user", "assistant", "tool", "system", "new conversation", "conversation"}
+
+
+class LlamaSummarizer:
+    """Summaries by a llama.cpp model in its own context (`context_tokens`, default 1024).
+
+    The prompt is evaluated in chunks sized to ~40 ms (at most 32 tokens) and the summary
+    generated greedily token by token, `stop` checked between any two; the instruction part
+    of the prompt stays cached between calls. Input lines that do not fit are dropped, oldest
+    first (the caller should fold blocks that fit). When the model writes nothing usable, the
+    summary is the extractive one.
+    """
+
+    def __init__(self, model_path: Path, *, context_tokens: int = 1024, threads: int = 2,
+                 max_chars: int = 600, max_tokens: int = 120) -> None:
+        from llama_cpp import Llama
+
+        if not model_path.is_file():
+            raise ModelFileError(model_path, "not a file (a GGUF model is one .gguf file)")
+        try:
+            # n_batch 32: no call evaluates more at once (chunks are at most 32 tokens).
+            self._llama: Any = Llama(model_path=str(model_path), n_ctx=context_tokens,
+                                     n_batch=32, n_threads=threads, seed=0, verbose=False)
+        except Exception as exc:
+            raise ModelFileError(model_path, f"llama.cpp cannot load it as a GGUF model ({exc})"
+                                 ) from None
+        self._format = chat_formatter(self._llama, reply_header=True)
+        self._max_chars = max_chars
+        self._max_tokens = max_tokens
+        self._context = context_tokens
+        self._pacer = ChunkPacer()
+        self._instruction = INSTRUCTION.format(words=max(10, max_chars // 7))
+
+    def summarize(self, previous: str, lines: Sequence[tuple[str, str]],
+                  stop: threading.Event) -> Summary:
+        if stop.is_set():
+            raise SummaryPreempted
+        heard = [(role, " ".join(text.split())) for role, text in lines if text.strip()]
+        if not heard:
+            return Summary(_bounded(_sentences(previous), self._max_chars, " "), ())
+        tokens = self._prompt_tokens(previous, heard)
+        text = self._generate(tokens, stop)
+        summary, facts = _read_output(LEAD + text)
+        if not summary:
+            fallback = ExtractiveSummarizer(self._max_chars).summarize(previous, heard, stop)
+            return Summary(fallback.text, facts)
+        return Summary(_bounded(_sentences(summary), self._max_chars, " "), facts)
+
+    def _generate(self, tokens: list[int], stop: threading.Event) -> str:
+        import llama_cpp
+
+        llama = self._llama
+        # The last prompt token is left to `generate`, which samples after evaluating it.
+        llama.n_tokens = min(cached_prefix(llama, tokens), len(tokens) - 1)
+        if not evaluate(llama, tokens[llama.n_tokens: -1], stop, self._pacer):
+            raise SummaryPreempted
+        vocab = llama._model.vocab
+        generated: list[int] = []
+        steps = llama.generate(tokens, temp=0.0, repeat_penalty=REPEAT_PENALTY)
+        try:
+            for token in steps:
+                if stop.is_set():
+                    raise SummaryPreempted
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    break
+                generated.append(token)
+                # A blank line ends the summary: after it SmolLM2 starts copying the prompt.
+                if len(generated) >= self._max_tokens or b"\n\n" in llama.detokenize(generated):
+                    break
+        finally:
+            steps.close()
+        return str(llama.detokenize(generated).decode("utf-8", errors="ignore"))
+
+    def _prompt_tokens(self, previous: str, lines: list[tuple[str, str]]) -> list[int]:
+        """The prompt, oldest lines dropped (then the one left shortened) until it leaves room
+        for the summary."""
+        budget = self._context - self._max_tokens - 8
+        previous = _bounded(_sentences(previous), self._max_chars, " ")
+        while True:
+            tokens = self._render(previous, lines)
+            if len(tokens) <= budget:
+                return tokens
+            if len(lines) > 1:
+                lines = lines[1:]
+            elif lines and len(lines[0][1]) > 40:
+                lines = [(lines[0][0], _shorten(lines[0][1], len(lines[0][1]) // 2))]
+            elif len(previous) > 40:
+                previous = _shorten(previous, len(previous) // 2)
+            else:
+                return tokens[:budget]
+
+    def _render(self, previous: str, lines: list[tuple[str, str]]) -> list[int]:
+        conversation = "\n".join(f"{LABELS.get(role, role.capitalize())}: {_plain(text)}"
+                                 for role, text in lines)
+        request = (f"Summary so far:\n{_plain(previous) or '(none)'}\n\nNew conversation:\n"
+                   f"{conversation}\n\nWrite the updated summary.")
+        messages = [{"role": "system", "content": self._instruction},
+                    {"role": "user", "content": request}]
+        if self._format is None:
+            prompt, bos = f"{self._instruction}\n\n{request}\n\n{LEAD}", True
+        else:
+            rendered = self._format(messages=messages)
+            prompt, bos = rendered.prompt + LEAD, not rendered.added_special
+        tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=bos, special=True)
+        return tokens
+
+
+def load_summarizer(name: str, *, model_path: Path | None, source: str, key: str, threads: int,
+                    max_chars: int) -> Summarizer:
+    """The summarizer `name` names: "llm" (LlamaSummarizer on `model_path`), "extractive", or
+    "package.module:factory", a callable taking no arguments that returns an object with a
+    `summarize` method. Errors name `source` and `key`."""
+    if name == "llm":
+        if model_path is None:
+            raise ConfigError(source, key, '"llm" needs a GGUF model to run; name one, or use '
+                              '"extractive" (no model)')
+        return LlamaSummarizer(model_path, threads=threads, max_chars=max_chars)
+    if name == "extractive":
+        return ExtractiveSummarizer(max_chars=max_chars)
+    if ":" not in name and "." not in name:
+        raise ConfigError(source, key, f'unknown summarizer {name!r}: use "llm", "extractive" '
+                          'or a factory as "package.module:factory"')
+    factory = load_plugin(name, source, key, "a summarizer factory")
+    if not callable(factory):
+        raise ConfigError(source, key, f"{name!r} is not callable: name a class or function "
+                          "that takes no arguments and returns a summarizer")
+    try:
+        made = factory()
+    except Exception as exc:  # the user's factory: reported as a config problem with its cause
+        raise ConfigError(source, key, f"calling {name!r} failed: {type(exc).__name__}: {exc}"
+                          ) from None
+    if not callable(getattr(made, "summarize", None)):
+        raise ConfigError(source, key, f"{name!r} returned a {type(made).__name__}, which has no "
+                          "summarize(previous, lines, stop) method")
+    return cast(Summarizer, made)
+
+
+def _extract(role: str, text: str) -> str:
+    text = " ".join(text.split())
+    if not text:
+        return ""
+    label = LABELS.get(role, role.capitalize())
+    if role == "user":
+        return f"{label}: {_shorten(_first_sentence(text), 100)}"
+    return f"{label}: {_shorten(text, 120 if role == 'assistant' else 80)}"
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence; a greeting-only one ("Hi.") takes the next with it."""
+    taken: list[str] = []
+    for sentence in _sentences(text):
+        taken.append(sentence)
+        if len(" ".join(taken).split()) >= 4:
+            break
+    return " ".join(taken)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
+
+
+def _shorten(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a word boundary, with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(1, limit - 1)]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def _bounded(pieces: Sequence[str], max_chars: int, separator: str) -> str:
+    """`pieces` joined, the oldest (first) dropped until they fit `max_chars`; a single piece
+    still too long is shortened."""
+    pieces = list(pieces)
+    while len(pieces) > 1 and len(separator.join(pieces)) > max_chars:
+        pieces.pop(0)
+    return _shorten(separator.join(pieces), max_chars)
+
+
+def _plain(text: str) -> str:
+    """Heard text as prompt content: no chat-template control tokens."""
+    return text.replace("<|", "<").replace("|>", ">")
+
+
+_KEY_VALUE = re.compile(r"^([A-Za-z][A-Za-z ]{0,30}?)\s*:\s*(\S.*)$")
+
+
+def _read_output(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The summary prose and the "Key: value" facts in what the model wrote. Lines that copy
+    the transcript ("Customer: ...") are dropped, and repeated sentences (a small model loops)
+    kept once."""
+    prose: list[str] = []
+    facts: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip().lstrip("-*• ").strip()
+        match = None if line.startswith(LEAD) else _KEY_VALUE.match(line)
+        if match:
+            key = match.group(1).strip().lower()
+            if key in _ECHOES:
+                continue
+            if key in _HEADINGS:
+                line = match.group(2)
+            elif len(key.split()) <= 3 and key.split()[0] not in _NOT_KEYS:
+                facts.setdefault(key.replace(" ", "_"), _shorten(match.group(2).strip(), 80))
+                continue
+        prose.extend(_sentences(line))
+    seen: set[str] = set()
+    unique = []
+    for sentence in prose:
+        if sentence.lower() not in seen:
+            seen.add(sentence.lower())
+            unique.append(sentence)
+    text = " ".join(unique).strip()
+    return ("" if text == LEAD else text), tuple(facts.items())

@@ -1,0 +1,189 @@
+"""Running a conversation: a scripted call on the virtual audio pair (`run_demo`) or the live
+agent on the sound devices (`run_live`), each recorded in the memory database and returned as
+its session record. The parts come from the composition root (`edge_agent.app`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from edge_agent.app import (
+    Memory,
+    build_conversation,
+    build_engines,
+    build_summarizer,
+    close_memory,
+    conversation_parts,
+    open_memory,
+)
+from edge_agent.audio.pcm import resample
+from edge_agent.audio.unit_audio import UnitAudioWriter
+from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
+from edge_agent.clock import Clock, MonotonicClock
+from edge_agent.config import Config
+from edge_agent.console import describe
+from edge_agent.conversation.agent import Conversation, Engines
+from edge_agent.demo.caller import ScriptedCaller
+from edge_agent.demo.callfile import CallerLine, CallScript
+from edge_agent.engines.base import TextToSpeech
+from edge_agent.engines.llm import ScriptedLanguageModel
+from edge_agent.events import EventLog
+from edge_agent.session import SessionRecord
+
+Printer = Callable[[str], None]
+IDLE_TO_END = 1.5
+"""Seconds the demo waits with nothing happening after the last caller line before it ends."""
+
+
+async def _print_events(log: EventLog, printer: Printer) -> None:
+    queue = log.subscribe()
+    while True:
+        line = describe(await queue.get())
+        if line:
+            printer(line)
+
+
+async def run_demo(config: Config, call: CallScript, printer: Printer = print,
+                   clock: Clock | None = None, max_seconds: float = 300.0,
+                   audio_dir: Path | None = None, db_path: Path | None = None) -> SessionRecord:
+    """A whole call through the real engines on the virtual audio pair; returns the record.
+    With `audio_dir`, each unit's played audio is written there as `<unit_id>.wav`. The call
+    is recorded in `db_path` (resumed from it if a session there is open), else in a private
+    database that lives for this call only (so scripted calls are reproducible)."""
+    clock = clock or MonotonicClock()
+    if call.tools is not None:
+        config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
+                                                                       enabled=list(call.tools)))
+    parts = conversation_parts(config, call.greeting)
+    engines, names = await asyncio.to_thread(build_engines, config, call.replies)
+    summarizer = await asyncio.to_thread(
+        build_summarizer, config, isinstance(engines.llm, ScriptedLanguageModel))
+    speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
+    mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
+                            echo_gain=call.echo_gain)
+    lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
+    log = EventLog(clock)
+    with tempfile.TemporaryDirectory(prefix="edge-agent-demo-") as private:
+        memory = await open_memory(config, parts, log, names, summarizer,
+                                   db_path or Path(private) / "edge-agent.db")
+        unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
+        talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
+                                  log=log, memory=memory.conversation, unit_audio=unit_audio)
+        caller = ScriptedCaller(clock, mic, log, lines)
+
+        async def call_then_idle(talking: asyncio.Task[None]) -> None:
+            await _until_first(talking, caller.run(), clock, max_seconds)
+            await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
+
+        return await _session(talk, log, memory, printer, call_then_idle, unit_audio)
+
+
+def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
+    return [(line, resample(tts.synthesize(line.say).pcm, tts.sample_rate, rate))
+            for line in call.lines]
+
+
+async def _session(conversation: Conversation, log: EventLog, memory: Memory, printer: Printer,
+                   hold: Callable[[asyncio.Task[None]], Awaitable[None]],
+                   unit_audio: UnitAudioWriter | None) -> SessionRecord:
+    """Converse while `hold` runs, then stop (finalizing what is open) and read the record."""
+    printing = asyncio.create_task(_print_events(log, printer))
+    talking = asyncio.create_task(conversation.run())
+    try:
+        await hold(talking)
+    finally:
+        talking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await talking
+        printing.cancel()
+        if unit_audio is not None:
+            written = await asyncio.to_thread(unit_audio.close)
+            printer(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
+        record = await close_memory(memory)
+    return record
+
+
+async def _until_first(talking: asyncio.Task[None], work: Awaitable[Any], clock: Clock,
+                       max_seconds: float | None) -> None:
+    """Run `work` while the conversation runs; a conversation failure surfaces at once."""
+    task = asyncio.ensure_future(work)
+    waiting: set[asyncio.Future[Any]] = {task, talking}
+    limit = asyncio.ensure_future(clock.sleep(max_seconds)) if max_seconds is not None else None
+    if limit is not None:
+        waiting.add(limit)
+    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if limit is not None:
+        limit.cancel()
+    if talking in done:
+        task.cancel()
+        talking.result()  # raises the engine's error
+    if task not in done:
+        task.cancel()
+        return
+    task.result()
+
+
+async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None:
+    quiet_since = clock.now()
+    seen = len(log.entries)
+    while True:
+        await clock.sleep(0.1)
+        if conversation.busy or len(log.entries) != seen:
+            quiet_since = clock.now()
+            seen = len(log.entries)
+        elif clock.now() - quiet_since >= IDLE_TO_END:
+            return
+
+
+async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print,
+                   max_seconds: float | None = None, audio_dir: Path | None = None,
+                   companion: Callable[[EventLog, Engines], Awaitable[None]] | None = None,
+                   loaded: tuple[Engines, dict[str, str]] | None = None) -> SessionRecord:
+    """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass). With a
+    `companion` (a benchmark's caller), until it is done and the conversation is idle.
+    `loaded`: engines already loaded, with their names (else the config's are loaded)."""
+    from edge_agent.audio.pyaudio_io import (
+        PyAudioMicrophone,
+        PyAudioSpeaker,
+        find_device,
+        open_pyaudio,
+    )
+
+    clock = MonotonicClock()
+    parts = conversation_parts(config)
+    pa = open_pyaudio()
+    try:
+        in_dev = find_device(pa, config.audio.input_device, output=False)
+        out_dev = find_device(pa, config.audio.output_device, output=True)
+        if loaded is None:
+            loaded = await asyncio.to_thread(build_engines, config)
+        engines, names = loaded
+        mic = PyAudioMicrophone(pa, in_dev)
+        speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
+        log = EventLog(clock)
+        summarizer = await asyncio.to_thread(
+            build_summarizer, config, isinstance(engines.llm, ScriptedLanguageModel))
+        memory = await open_memory(config, parts, log, names, summarizer)
+        unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
+        talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
+                                  log=log, memory=memory.conversation, unit_audio=unit_audio)
+
+        async def until_stopped(talking: asyncio.Task[None]) -> None:
+            printer("edge-agent: listening (Ctrl-C to stop)")
+            if companion is None:
+                await _until_first(talking, stop.wait(), clock, max_seconds)
+                return
+            await _until_first(talking, companion(log, engines), clock, max_seconds)
+            await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
+
+        try:
+            return await _session(talk, log, memory, printer, until_stopped, unit_audio)
+        finally:
+            speaker.close()
+    finally:
+        pa.terminate()
