@@ -152,3 +152,23 @@ async def test_a_summary_yields_the_model_when_speech_starts(tmp_path: Path) -> 
 def test_stop_event_is_a_threading_event() -> None:
     memory = ConversationMemory(conversation_settings(Config()).memory, EventLog(VirtualClock()))
     assert isinstance(memory.stop_background, threading.Event)
+
+
+async def test_a_fact_extractor_that_breaks_never_costs_the_turn(tmp_path: Path) -> None:
+    def broken(text: str) -> list[Any]:
+        raise ValueError("a rule broke")
+
+    clock = VirtualClock()
+    log = EventLog(clock)
+    store = MemoryStore.open(tmp_path / "memory.db")
+    writer = StoreWriter(store, InlineOwner("store"), clock, warn=print)
+    memory = ConversationMemory(conversation_settings(Config()).memory, log, writer=writer,
+                                extract=broken)
+    memory.open_session("speech")
+    memory.add_user("My phone number is 555 123 4567.")
+    memory.add_user("And my name is Ana.")
+    await memory.flushed()
+    assert [t["heard"] for t in store.turns(memory.session_ids[0])] == [
+        "My phone number is 555 123 4567. And my name is Ana."]
+    notices = [e.event.text for e in log.entries if isinstance(e.event, Notice)]
+    assert len(notices) == 1 and "fact extraction failed" in notices[0]

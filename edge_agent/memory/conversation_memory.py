@@ -28,7 +28,7 @@ from edge_agent.heard.ledger import Finalize
 from edge_agent.memory import lifecycle
 from edge_agent.memory.consolidate import consolidate, expires_at
 from edge_agent.memory.context import Fact, MemoryContext, Preload, WindowSettings, heard_lines
-from edge_agent.memory.facts import confirmed_facts, extract_facts
+from edge_agent.memory.facts import FactCandidate, confirmed_facts, extract_facts
 from edge_agent.memory.history import History, Turn
 from edge_agent.memory.store import MemoryStore, dumps
 from edge_agent.memory.summarizer import (
@@ -80,13 +80,16 @@ class ConversationMemory:
     def __init__(self, settings: MemorySettings, log: EventLog, *,
                  writer: StoreWriter | None = None, summarizer: Summarizer | None = None,
                  engines: dict[str, str] | None = None,
-                 wall: Callable[[], datetime] = utc_now) -> None:
+                 wall: Callable[[], datetime] = utc_now,
+                 extract: Callable[[str], list[FactCandidate]] = extract_facts) -> None:
         self.settings = settings
         self._log = log
         self.writer = writer
         self._summarizer = summarizer or ExtractiveSummarizer(max_chars=settings.summary_chars)
         self._engines = engines or {}
         self._wall = wall
+        self._extract = extract
+        self._extract_failed = False
         self.run_id = uuid.uuid4().hex[:12]
         self.context = self._new_context(Preload())
         self._preload = Preload()
@@ -210,17 +213,17 @@ class ConversationMemory:
         history.add_user(text)
         seq = len(history.turns) - 1
         self._put_turn(seq, history.turns[seq])
-        confirmed = confirmed_facts(self._last_heard, text) if self._last_heard else []
-        self._last_heard = ""
-        self._add_facts(confirmed, seq, "agent-confirmed")
-        self._add_facts(extract_facts(text), seq, "user")
+        heard, self._last_heard = self._last_heard, ""
+        if heard:
+            self._add_facts(self._facts_in(confirmed_facts, heard, text), seq, "agent-confirmed")
+        self._add_facts(self._facts_in(self._extract, text), seq, "user")
         self._fold_if_overdue()
 
     def add_tool(self, call: ToolCall, result: str) -> Turn:
         turn = self.history.add_tool(call, result)
         seq = len(self.history.turns) - 1
         self._put_turn(seq, turn)
-        self._add_facts(extract_facts(result), seq, "tool")
+        self._add_facts(self._facts_in(self._extract, result), seq, "tool")
         return turn
 
     def add_finalize(self, finalize: Finalize) -> Turn | None:
@@ -327,7 +330,19 @@ class ConversationMemory:
 
     # -- recording ----------------------------------------------------------------------------
 
-    def _add_facts(self, found: list[Any], seq: int, source: str) -> None:
+    def _facts_in(self, extract: Callable[..., list[FactCandidate]], *text: str
+                  ) -> list[FactCandidate]:
+        """Facts by rules; a rule that breaks costs its facts, never the turn (said once)."""
+        try:
+            return extract(*text)
+        except Exception as exc:
+            if not self._extract_failed:
+                self._extract_failed = True
+                self._log.publish(Notice(f"memory: fact extraction failed ({type(exc).__name__}: "
+                                         f"{exc}); the turn is kept"))
+            return []
+
+    def _add_facts(self, found: list[FactCandidate], seq: int, source: str) -> None:
         for candidate in found:
             fact = Fact(candidate.key, candidate.value, seq)
             self.context.add_fact(fact)
