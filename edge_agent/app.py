@@ -192,7 +192,7 @@ def conversation_parts(config: Config, greeting: str | None = None) -> Conversat
         settings=conversation_settings(config, greeting),
         classifier=load_classifier(config.turns.backchannel_classifier, config.source),
         echo=echo,
-        tools=load_tools(config.tools.enabled, config.data_path / "edge-agent.db",
+        tools=load_tools(config.tools.enabled, config.db_path,
                          config.source),
     )
 

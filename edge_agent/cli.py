@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import sys
 from pathlib import Path
@@ -14,7 +13,8 @@ from edge_agent import __version__
 from edge_agent.cli_memory import add_parsers as add_memory_parsers
 from edge_agent.cli_memory import run as run_memory_command
 from edge_agent.config import Config, load_config
-from edge_agent.errors import EdgeAgentError, OutputError
+from edge_agent.errors import EdgeAgentError
+from edge_agent.jsonfile import write_json
 from edge_agent.session import SessionRecord
 
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                      "backchannel": _bench_backchannel, "stt": _bench_stt,
                      "memory": _bench_memory}[args.benchmark]
             result, figures = bench(config, args)
-            _write_json(result, args.json)
+            write_json(result, args.json)
             print(figures)
             print(f"results: {args.json}")
             return 0
@@ -141,16 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 def _write_record(record: dict[str, Any], path: Path | None) -> None:
     if path is None:
         return
-    _write_json(record, path)
+    write_json(record, path)
     print(f"session record: {path}")
-
-
-def _write_json(data: dict[str, Any], path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise OutputError(path, exc) from None
 
 
 def _demo(config: Config, args: argparse.Namespace) -> int:

@@ -8,14 +8,14 @@ runs (WAL: readers never block it, a write waits for the agent's commit at most 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from edge_agent.config import Config
-from edge_agent.errors import ConfigError, OutputError
+from edge_agent.errors import ConfigError
+from edge_agent.jsonfile import json_text, write_json
 from edge_agent.memory.consolidate import consolidate
 from edge_agent.memory.context import KEY_NAMES
 from edge_agent.memory.store import MemoryStore
@@ -135,19 +135,15 @@ def _memory(store: MemoryStore, args: argparse.Namespace) -> int:
         last = store.last_closed_session(identity)
         summary = store.latest_summary(last["id"], "session") if last else None
         if summary:
-            print(f"  last session {last['id']}: {_safe(summary['text'])}")  # type: ignore[index]
+            print(f"  last session {summary['session_id']}: {_safe(summary['text'])}")
     return 0
 
 
 def _emit(data: dict[str, Any], output: Path | None) -> None:
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(json_text(data))
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise OutputError(output, exc) from None
+    write_json(data, output)
     print(f"exported to {output}")
 
 

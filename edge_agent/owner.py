@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
@@ -18,7 +18,7 @@ class Owner(Protocol):
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T: ...
 
-    def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncIterator[T]: ...
+    def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]: ...
 
     def close(self) -> None: ...
 
@@ -33,7 +33,7 @@ class OwnerThread:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
-    async def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
+    async def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
         """Iterate a blocking iterator on the owner thread, item by item.
 
         Leaving the `async for` early (break, cancellation) stops the iterator at its next item

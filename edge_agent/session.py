@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.store import MemoryStore, Row
 
 
-class WordRecord(TypedDict, total=False):
+class WordRecord(TypedDict):
     text: str
     start_ms: int
     end_ms: int
-    exact: bool
+    exact: NotRequired[bool]
     """Present (false) only for a token with safe bounds instead of exact phoneme timings."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -20,6 +20,7 @@ from edge_agent.engines.base import (
     Transcript,
 )
 from edge_agent.heard.timings import WordTiming, tokenize
+from edge_agent.memory.summarizer import Summary, SummaryPreempted
 
 T = TypeVar("T")
 SPEECH_LEVEL = 8000
@@ -98,8 +99,7 @@ class FakeLanguageModel:
         self.withdrawn: list[list[ChatMessage]] = []
         self._answered: list[Reply] = []
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
-                stop: threading.Event | None = None) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
         self.prewarmed.append([dict(m) for m in messages])
 
     def withdraw(self) -> None:
@@ -159,7 +159,7 @@ class InlineOwner:
         await asyncio.sleep(0)
         return fn(*args)
 
-    async def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
+    async def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
         items = make_items()
         try:
             for item in items:
@@ -179,19 +179,16 @@ class FakeSummarizer:
     times first; `hold_s` (real seconds) makes it work that long, watching its stop event."""
 
     def __init__(self, fail: int = 0, hold_s: float = 0.0) -> None:
-        from edge_agent.memory.summarizer import Summary, SummaryPreempted
-
-        self._summary, self._preempted = Summary, SummaryPreempted
         self.inputs: list[tuple[str, list[tuple[str, str]]]] = []
         self._fail = fail
         self._hold_s = hold_s
 
     def summarize(self, previous: str, lines: Sequence[tuple[str, str]],
-                  stop: threading.Event) -> Any:
+                  stop: threading.Event) -> Summary:
         if self._fail:
             self._fail -= 1
             raise RuntimeError("the summarizer broke")
         if self._hold_s and stop.wait(self._hold_s):
-            raise self._preempted()
+            raise SummaryPreempted
         self.inputs.append((previous, list(lines)))
-        return self._summary(f"summary {len(self.inputs)}", ())
+        return Summary(f"summary {len(self.inputs)}", ())

@@ -13,7 +13,14 @@ import pytest
 
 from edge_agent.engines.base import ChatMessage, PrefixStateStore
 from edge_agent.engines.llm import LlamaLanguageModel, ScriptedLanguageModel
-from edge_agent.engines.llm_state import KEEP_FILES, MAX_CHUNK_TOKENS, SUFFIX
+from edge_agent.engines.llm_state import (
+    KEEP_FILES,
+    MAX_CHUNK_TOKENS,
+    SUFFIX,
+    ChunkPacer,
+    cached_prefix,
+    evaluate,
+)
 
 pytestmark = pytest.mark.models
 
@@ -167,24 +174,27 @@ def test_only_the_newest_few_states_are_kept(fresh: Factory, tmp_path: Path) -> 
     assert kept == sorted(p.name for p in paths[-KEEP_FILES:])
 
 
-def test_a_stopped_prewarm_keeps_its_progress_and_a_later_one_completes_it(
+def test_a_stopped_evaluation_keeps_its_progress_and_a_later_one_completes_it(
         fresh: Factory) -> None:
+    """The chunked evaluation a background summary runs: stopped, it keeps what it evaluated
+    (at most the chunk in progress after the stop) and the next call continues from there."""
     model = fresh()
     llama = model._llama
     tokens = prefix_tokens(model, SYSTEM)
+    pacer = ChunkPacer()
     stop = threading.Event()
     stop.set()
-    model.prewarm(SYSTEM, stop=stop)
+    assert not evaluate(llama, tokens, stop, pacer)
     assert llama.n_tokens == 0  # nothing evaluated once stopped
     stop.clear()
     at_set: list[int] = []
     timer = threading.Timer(0.3, lambda: (at_set.append(llama.n_tokens), stop.set()))
     timer.start()
-    model.prewarm(SYSTEM, stop=stop)
+    assert not evaluate(llama, tokens, stop, pacer)
     timer.join()
     assert at_set and llama.n_tokens - at_set[0] <= MAX_CHUNK_TOKENS  # the chunk in progress
     assert 0 < llama.n_tokens < len(tokens)
     assert llama.input_ids[: llama.n_tokens].tolist() == tokens[: llama.n_tokens]
-    model.prewarm(SYSTEM, stop=threading.Event())
+    assert evaluate(llama, tokens[cached_prefix(llama, tokens):], threading.Event(), pacer)
     assert llama.n_tokens == len(tokens)
     assert llama.input_ids[: llama.n_tokens].tolist() == tokens

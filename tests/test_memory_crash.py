@@ -16,6 +16,9 @@ pytestmark = pytest.mark.models
 # Seconds after the session starts, on the default call (greeting, two answers, a long reply
 # cut by the caller, a last answer): during the greeting, between turns, mid-reply twice.
 KILL_POINTS = (1.5, 4.2, 11.8, 16.9)
+MID_LONG_REPLY = 11.8
+"""The long reply plays from ~10.6 s until the caller cuts it at ~14.1 s: a kill here always
+finds it playing."""
 
 
 @pytest.mark.parametrize("kill_after_s", KILL_POINTS)
@@ -30,4 +33,8 @@ def test_a_sigkill_loses_no_committed_turn_and_never_overstates_what_was_heard(
     if kill_after_s > 4:
         assert trial.printed  # the kill came after turns that must have survived
     for unit in trial.recovered:
-        assert str(unit["generated"]).startswith(str(unit["heard"]))
+        assert unit["generated"].startswith(unit["heard"])
+    if kill_after_s == MID_LONG_REPLY:
+        (unit,) = trial.recovered  # the checkpoint was there: recovered, never past what played
+        assert unit["heard"] and unit["heard"] != unit["generated"]
+        assert unit["played_ms"] <= unit["limit_ms"]

@@ -3,7 +3,6 @@ resume within the TTL, close and preload after it, checkpoints while a unit play
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,7 +16,7 @@ from edge_agent.events import (
 )
 from edge_agent.memory.conversation_memory import utc_now
 from edge_agent.memory.store import MemoryStore
-from tests.fakes import FakeLanguageModel, speech
+from tests.fakes import speech
 from tests.timeline import Harness, stop
 
 FIRST = "Nice to meet you, Maria. Your booking is noted."
@@ -119,9 +118,10 @@ async def test_a_playing_unit_is_checkpointed_and_recovered_no_further_than_play
     assert resumed is not None
     assert [(t.role, t.text, t.generated) for t in resumed.turns][-1] == (
         "assistant", row["heard"], row["generated"])
-    assert any("recovered after a crash" in n.text  # type: ignore[attr-defined]
-               for n in after.events(Notice)) or resumed.recovered
-    task.cancel()
+    (notice,) = [n.text for n in after.events(Notice)]  # type: ignore[attr-defined]
+    assert notice == resumed.recovered[0]
+    assert notice.startswith(f"{row['unit_id']}: recovered after a crash, heard {row['heard']!r}")
+    await stop(task)
 
 
 async def test_what_the_model_is_sent_is_on_disk_first(tmp_path: Path) -> None:
@@ -135,11 +135,9 @@ async def test_what_the_model_is_sent_is_on_disk_first(tmp_path: Path) -> None:
         with sqlite3.connect(db) as reader:  # another connection: only committed rows
             return list(reader.execute("SELECT role, heard FROM turns ORDER BY seq"))
 
-    h = Harness(transcripts=["a table for two", "at eight"], replies=[], greeting="Hello there.",
-                db_path=db)
-    h.llm = FakeLanguageModel(["Sure.", "Done."], on_request=lambda _: at_request.append(on_disk()))
-    h.conversation._engines = dataclasses.replace(h.conversation._engines, llm=h.llm)
-    h.conversation._responder._engines = h.conversation._engines
+    h = Harness(transcripts=["a table for two", "at eight"], replies=["Sure.", "Done."],
+                greeting="Hello there.", db_path=db,
+                on_request=lambda _: at_request.append(on_disk()))
     h.log.listen(lambda e: isinstance(e.event, PlaybackStarted) and at_playback.append(on_disk()))
     task = await h.start()
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)

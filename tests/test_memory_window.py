@@ -4,6 +4,7 @@ facts that never fade, and nothing unheard anywhere."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -28,9 +29,8 @@ def _memory(tmp_path: Path, summarizer: Any, window: int = 20, fold: int = 8
             ) -> tuple[ConversationMemory, EventLog, MemoryStore]:
     clock = VirtualClock()
     log = EventLog(clock)
-    settings = conversation_settings(Config()).memory
-    settings = type(settings)(**{**settings.__dict__, "system_prompt": "SYSTEM",
-                                 "window": WindowSettings(window, fold, 24)})
+    settings = dataclasses.replace(conversation_settings(Config()).memory, system_prompt="SYSTEM",
+                                   window=WindowSettings(window, fold, 24))
     store = MemoryStore.open(tmp_path / "memory.db")
     writer = StoreWriter(store, InlineOwner("store"), clock, warn=lambda t: log.publish(Notice(t)))
     return ConversationMemory(settings, log, writer=writer, summarizer=summarizer), log, store
@@ -134,6 +134,7 @@ async def test_a_summary_yields_the_model_when_speech_starts(tmp_path: Path) -> 
         memory.add_user(f"question {turn}")
         memory.add_finalize(_finalize(turn, "ok", "ok"))
     model = OwnerThread("llm")
+    assert isinstance(memory.stop_background, threading.Event)  # set from the loop, seen on the thread
     folding = asyncio.create_task(memory.fold(model.call))
     await asyncio.sleep(0.2)
     assert not folding.done()
@@ -147,11 +148,6 @@ async def test_a_summary_yields_the_model_when_speech_starts(tmp_path: Path) -> 
     assert ran_after and ran_after[0] - started < 2.0
     assert not memory.apply_ready_fold()  # nothing to apply: it will be tried again
     model.close()
-
-
-def test_stop_event_is_a_threading_event() -> None:
-    memory = ConversationMemory(conversation_settings(Config()).memory, EventLog(VirtualClock()))
-    assert isinstance(memory.stop_background, threading.Event)
 
 
 async def test_a_fact_extractor_that_breaks_never_costs_the_turn(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
-from edge_agent.engines.base import TextToSpeech
+from edge_agent.engines.base import ChatMessage, TextToSpeech
 from edge_agent.events import Event, EventLog, Notice
 from edge_agent.memory.conversation_memory import ConversationMemory, utc_now
 from edge_agent.memory.store import MemoryStore
@@ -51,12 +51,14 @@ class Harness:
     db_path: Path | None = None
     """Record into a real memory database here (else the conversation keeps memory in-process)."""
     summarizer: Summarizer | None = None
+    on_request: Callable[[list[ChatMessage]], None] | None = None
+    """Called with each request's messages as the fake model receives it."""
     wall: Callable[[], datetime] = utc_now
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
         self.speaker = VirtualSpeaker(self.clock, self.tts.sample_rate)
-        self.llm = FakeLanguageModel(self.replies)
+        self.llm = FakeLanguageModel(self.replies, on_request=self.on_request)
         self.log = EventLog(self.clock)
         defaults = conversation_settings(Config())
         turns = {k: v for k, v in self.overrides.items() if k in TURN_RULES}

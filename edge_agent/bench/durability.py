@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from edge_agent.memory.store import MemoryStore
 
@@ -32,6 +33,17 @@ _LINE = re.compile(r"^\[\s*([0-9.]+)\] (agent heard   |agent said    ): (.*?)"
                    r"( \[\d+ word\(s\) timed by safe bounds\])?$")
 
 
+class RecoveredUnit(TypedDict):
+    """A unit the restart recovered from its last checkpoint."""
+
+    unit_id: str
+    heard: str
+    generated: str
+    played_ms: int
+    limit_ms: int
+    """What had played when the process died (+ stdout slack): `played_ms` may not exceed it."""
+
+
 @dataclass
 class KillTrial:
     kill_after_s: float
@@ -40,8 +52,8 @@ class KillTrial:
     """Turns the agent printed before the kill (user transcripts, units heard whole)."""
     missing: list[str] = field(default_factory=list)
     """Printed turns not found in the database after the restart (must be none)."""
-    recovered: list[dict[str, object]] = field(default_factory=list)
-    """Units recovered from checkpoints: unit_id, heard, generated, played_ms, limit_ms."""
+    recovered: list[RecoveredUnit] = field(default_factory=list)
+    """Units recovered from checkpoints."""
     overheard: list[str] = field(default_factory=list)
     """Recovered units whose heard text is not a prefix or exceeds what had played."""
     integrity: str = ""

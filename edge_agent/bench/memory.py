@@ -132,7 +132,7 @@ def _median_first_token(llm: LlamaLanguageModel, prewarmed: list[ChatMessage],
     its own words in the cache."""
     times = []
     for repeat in range(repeats):
-        llm.prewarm(prewarmed, (), None)
+        llm.prewarm(prewarmed)
         pending = f"{['Hello', 'Hi', 'Please', 'So', 'Okay'][repeat % 5]}, {user_line(turn)}"
         times.append(_first_token(llm, request(pending)) * 1000)
     return round(sorted(times)[len(times) // 2], 1)
@@ -163,7 +163,7 @@ def run_memory(config: Config, model_path: Path, turns: int, kills: int, seed: i
             return
         before = memory.messages()
         started = time.perf_counter()
-        llm.prewarm(before, (), None)
+        llm.prewarm(before)
         prewarm_ms[turn] = round((time.perf_counter() - started) * 1000, 1)
         first_token["stepped"][str(turn)] = _median_first_token(
             llm, before, lambda pending: memory.context.messages(pending), turn)

@@ -101,7 +101,6 @@ class Conversation:
         self._hearing = False
         self._user_turns = 0
         self._session = 0
-        self._sessions_opened = 0
         self._folding: asyncio.Task[None] | None = None
 
     @property
@@ -130,7 +129,7 @@ class Conversation:
         try:
             resumed = await self.memory.start()
             if resumed is not None:
-                self._sessions_opened = self._session = 1
+                self._session = len(self.memory.session_ids)
                 self._responder.number_units_after(resumed.units)
                 self._log.publish(SessionStarted(self._session, "resumed"))
             self._responder.prewarm()
@@ -332,9 +331,8 @@ class Conversation:
         return None
 
     def _open_session(self, how: str, greet: bool) -> None:
-        self._sessions_opened += 1
-        self._session = self._sessions_opened
         self.memory.open_session(how)
+        self._session = len(self.memory.session_ids)  # sessions this run opened or resumed
         self._log.publish(SessionStarted(self._session, how))
         if greet and self._settings.greeting:
             self._responder.start(turn=0)

@@ -93,8 +93,8 @@ class Responder:
         def stage(name: str, speculative: bool) -> None:
             self._stage(turn, name, speculative)
 
-        return PreparedReply(turn, messages, self._after_commit(self._generate(messages)),
-                             synthesize, self._settings.interrupted_marker, stage)
+        return PreparedReply(turn, messages, self._generate(messages), synthesize,
+                             self._settings.interrupted_marker, stage)
 
     async def discard(self, prepared: PreparedReply, reason: str) -> None:
         """A preparation that will not be used: stop its model request, withdraw it."""
@@ -157,28 +157,26 @@ class Responder:
         """The next request's messages; `pending_user`: a user turn not in history yet."""
         return self.memory.messages(pending_user)
 
-    async def _after_commit(self, pieces: AsyncIterator[str | ToolCall]
-                            ) -> AsyncIterator[str | ToolCall]:
-        """A speculative request waits for every turn before it to be on disk (its own user
-        turn is not a turn yet: it is committed when the turn ends, before its answer plays)."""
-        await self.memory.flushed()
-        async for piece in pieces:
-            yield piece
-
-    def _generate(self, messages: list[ChatMessage]) -> AsyncIterator[str | ToolCall]:
+    async def _generate(self, messages: list[ChatMessage]) -> AsyncIterator[str | ToolCall]:
+        """Every request: sent once every turn before it is on disk, so what the model saw is
+        always on record first (a speculative request's own user turn is not a turn yet: it
+        is committed when the turn ends, before its answer plays)."""
         llm, tools = self._engines.llm, self._tools.specs()
 
         def generate() -> Iterator[str | ToolCall]:
             return llm.stream(messages, tools)
 
-        return self._llm_thread.stream(generate)
+        await self.memory.flushed()
+        # Closed with this generator (a cancelled preparation), so the model stops at once.
+        async with contextlib.aclosing(self._llm_thread.stream(generate)) as pieces:
+            async for piece in pieces:
+                yield piece
 
     async def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
         messages = self._prompt()
         self._log.publish(LlmRequest(turn, hop, tuple(dict(m) for m in messages)))
         if hop == 1:
             self._stage(turn, "request")
-        await self.memory.flushed()  # what the model sees is on disk before it is sent
         async for piece in self._generate(messages):
             if hop == 1:
                 self._stage(turn, "first_token")

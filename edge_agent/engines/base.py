@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,13 +120,9 @@ class LanguageModel(Protocol):
         Closing the iterator cancels generation."""
         ...
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
-                stop: threading.Event | None = None) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
         """Evaluate `messages` as the start of the next request's prompt (the next user turn
-        will follow them), so that request only evaluates what is new. May do nothing.
-
-        When `stop` is set (the user started to speak), return within ~100 ms, keeping what
-        was evaluated so far; a later prewarm or request continues from there."""
+        will follow them), so that request only evaluates what is new. May do nothing."""
         ...
 
     def withdraw(self) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -50,26 +49,20 @@ class LlamaLanguageModel:
         self._temperature = temperature
         self._tool_formats: dict[str, ToolFormat] = {}
         self._context = context_tokens
-        self._prefix_format = _prefix_formatter(self._llama)
+        self._prefix_format = chat_formatter(self._llama, reply_header=False)
         self._model_path = model_path
         self._identity: llm_state.ModelIdentity | None = None
-        self._pacer = llm_state.ChunkPacer()
 
     def withdraw(self) -> None:
         """Replies depend only on the messages: nothing to undo."""
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
-                stop: threading.Event | None = None) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
         """Evaluate the chat-templated `messages` (no reply header) into llama.cpp's KV cache,
         reusing what it already holds; the next request with these messages first only
         evaluates its new user turn. Tokens at a message boundary tokenize the same in the
         prefix as in the whole prompt (ChatML and the like end each message with a special
-        token), so the cached prefix matches.
-
-        With `stop`, the missing tokens are evaluated in chunks of at most 32 tokens, sized to
-        take ~40 ms each on the machine it runs on, and the call returns at the chunk boundary
-        after `stop` is set: what was evaluated stays (`n_tokens` counts it) and a later
-        prewarm or request continues from there."""
+        token), so the cached prefix matches. Not preemptible, on purpose: a reply that waits
+        for it needs the same tokens evaluated."""
         tokens = self._prefix_tokens(messages, tools)
         if tokens is None:
             return
@@ -77,7 +70,7 @@ class LlamaLanguageModel:
         cached = llm_state.cached_prefix(llama, tokens)
         if cached < len(tokens):
             llama.n_tokens = cached
-            llm_state.evaluate(llama, tokens[cached:], stop, self._pacer)
+            llama.eval(tokens[cached:])
 
     def save_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
                           tools: Sequence[ToolSpec] = ()) -> Path | None:
@@ -185,15 +178,10 @@ class LlamaLanguageModel:
         return self._tool_formats[key]
 
 
-def _prefix_formatter(llama: Any) -> Any:
-    """The model's own chat template, rendering messages without the reply header (what
-    `create_chat_completion` renders, minus its last line); None without a template."""
-    return chat_formatter(llama, reply_header=False)
-
-
 def chat_formatter(llama: Any, *, reply_header: bool) -> Any:
     """A llama_cpp Jinja2ChatFormatter for the model's own chat template, ending with the
-    assistant's reply header or not; None when the GGUF has no template."""
+    assistant's reply header (what `create_chat_completion` renders) or not (a prefix to
+    prewarm); None when the GGUF has no template."""
     from llama_cpp import llama_chat_format
 
     template = llama.metadata.get("tokenizer.chat_template")
@@ -257,8 +245,7 @@ class ScriptedLanguageModel:
             raise ConfigError(str(path), "agent", "must be a table ([agent]) holding `replies`")
         return cls(parse_replies(agent.get("replies"), str(path), "agent.replies"))
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
-                stop: threading.Event | None = None) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
         """A script has no prompt to evaluate."""
 
     def withdraw(self) -> None:

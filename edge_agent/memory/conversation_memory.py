@@ -85,7 +85,9 @@ class ConversationMemory:
         self.settings = settings
         self._log = log
         self.writer = writer
-        self._summarizer = summarizer or ExtractiveSummarizer(max_chars=settings.summary_chars)
+        self._extractive = ExtractiveSummarizer(max_chars=settings.summary_chars)
+        """For folds that cannot wait for the summarizer: no model, instant."""
+        self._summarizer = summarizer or self._extractive
         self._engines = engines or {}
         self._wall = wall
         self._extract = extract
@@ -160,8 +162,6 @@ class ConversationMemory:
 
     def open_session(self, how: str) -> None:
         """A new session: empty history, the preload of earlier sessions."""
-        if self.session_id is not None and self.history.turns:
-            self._closed.append(self.history)
         self.context = self._new_context(self._preload)
         session_id = uuid.uuid4().hex[:12]
         self.session_id = session_id
@@ -182,9 +182,9 @@ class ConversationMemory:
         if session_id is None:
             return
         context = self.context
-        lines = heard_lines(context.history.turns[context.window_start:])
-        summary = ExtractiveSummarizer(max_chars=self.settings.summary_chars).summarize(
-            context.summary, lines, threading.Event()).text
+        summary = lifecycle.session_summary(
+            context.summary, heard_lines(context.history.turns[context.window_start:]),
+            self.settings.summary_chars)
         facts = {f.key: f for f in context.preload.facts}
         for fact in context.facts.values():
             facts.pop(fact.key, None)
@@ -197,7 +197,7 @@ class ConversationMemory:
         def close(store: MemoryStore) -> None:
             row = store.session(session_id)
             if row is not None:
-                lifecycle.close_session(store, row, now, self.settings.summary_chars)
+                lifecycle.close_session(store, row, now, self.settings.summary_chars, summary)
             consolidate(store, now)  # sleep-time work: the session just ended
 
         self._submit(close, "close session")
@@ -310,7 +310,7 @@ class ConversationMemory:
             return
         first, end = due
         self._ready = None
-        summary = ExtractiveSummarizer(max_chars=self.settings.summary_chars).summarize(
+        summary = self._extractive.summarize(
             context.summary, heard_lines(context.history.turns[first:end]), threading.Event())
         self._apply(first, end, summary)
 

@@ -3,8 +3,8 @@ crash left open, resuming or closing open sessions, and the preload for a new se
 
 from __future__ import annotations
 
-import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from edge_agent.engines.base import ToolCall
@@ -66,15 +66,25 @@ def resume_or_close(store: MemoryStore, identity: str, now: str, oldest_active: 
     return resumed
 
 
-def close_session(store: MemoryStore, session: Row, ended_at: str, max_chars: int) -> str:
-    """Close a session: its end-of-session summary (the running summary with the turns after
-    it, heard text only, no model) and the profile's pointer to it. Returns the summary."""
+def session_summary(running: str, lines: Sequence[tuple[str, str]], max_chars: int) -> str:
+    """The end-of-session summary: the running summary with the turns after it (heard text
+    only, no model: it is written at once, whatever the summarizer)."""
+    return ExtractiveSummarizer(max_chars=max_chars).summarize(
+        running, lines, threading.Event()).text
+
+
+def close_session(store: MemoryStore, session: Row, ended_at: str, max_chars: int,
+                  summary: str | None = None) -> None:
+    """Close a session: its end-of-session summary (`summary`, or made from the database) and
+    the profile's pointer to it."""
     turns = store.turns(session["id"])
-    running = store.latest_summary(session["id"], "running")
-    covered = running["last_seq"] if running else -1
-    lines = [(t["role"], t["heard"]) for t in turns if t["seq"] > covered and t["heard"].strip()]
-    summary = ExtractiveSummarizer(max_chars=max_chars).summarize(
-        running["text"] if running else "", lines, threading.Event()).text
+    if summary is None:
+        running = store.latest_summary(session["id"], "running")
+        covered = running["last_seq"] if running else -1
+        summary = session_summary(
+            running["text"] if running else "",
+            [(t["role"], t["heard"]) for t in turns if t["seq"] > covered and t["heard"].strip()],
+            max_chars)
     if turns:
         store.add_summary({"session_id": session["id"], "kind": "session", "first_seq": 0,
                            "last_seq": turns[-1]["seq"], "text": summary, "at": ended_at})
@@ -82,7 +92,6 @@ def close_session(store: MemoryStore, session: Row, ended_at: str, max_chars: in
     name = store.open_fact(session["identity"], "name")
     store.put_profile({"identity": session["identity"], "name": name["value"] if name else None,
                        "last_session_id": session["id"], "updated_at": ended_at})
-    return summary
 
 
 def preload(store: MemoryStore, identity: str) -> Preload:
@@ -124,8 +133,3 @@ def _next(store: MemoryStore, table: str, session_id: str) -> int:
     found = store.db.execute(f"SELECT max(seq) FROM {table} WHERE session_id = ?",
                              [session_id]).fetchone()[0]
     return 0 if found is None else int(found) + 1
-
-
-def event_json(row: Row) -> dict[str, object]:
-    data: dict[str, object] = json.loads(row["data"])
-    return data

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from sqlite_utils import Database
 from edge_agent.errors import StoreError
 from edge_agent.memory.schema import SCHEMA_VERSION, NewerSchemaError, migrate
 
-DB_NAME = "edge-agent.db"
 Row = dict[str, Any]
 
 
@@ -159,11 +158,10 @@ class MemoryStore:
             "SELECT s.*, (SELECT count(*) FROM turns t WHERE t.session_id = s.id) AS turns "
             "FROM sessions s ORDER BY s.started_at, s.rowid"))
 
-    def open_sessions(self, identity: str | None = None) -> list[Row]:
-        where, args = ("AND identity = ?", [identity]) if identity is not None else ("", [])
+    def open_sessions(self, identity: str) -> list[Row]:
         return list(self.db.query(
-            f"SELECT * FROM sessions WHERE state = 'open' {where} ORDER BY last_active_at DESC",
-            args))
+            "SELECT * FROM sessions WHERE state = 'open' AND identity = ? "
+            "ORDER BY last_active_at DESC", [identity]))
 
     def last_closed_session(self, identity: str) -> Row | None:
         rows = list(self.db.query(
@@ -286,7 +284,7 @@ class _Transaction:
         self._connection.execute(f"PRAGMA synchronous = {'FULL' if self._durable else 'NORMAL'}")
         self._connection.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, kind: object, error: object, trace: object) -> None:
+    def __exit__(self, kind: object, error: object, _trace: object) -> None:
         if error is None:
             self._connection.execute("COMMIT")
         elif self._connection.in_transaction:
@@ -295,8 +293,3 @@ class _Transaction:
 
 def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def loads_rows(rows: Iterable[Row], *columns: str) -> list[Row]:
-    """Rows with the named JSON columns decoded."""
-    return [{**row, **{c: json.loads(row[c]) for c in columns}} for row in rows]

@@ -45,8 +45,6 @@ class StoreWriter:
         self._pump: asyncio.Task[None] | None = None
         self.failing = False
         """True while writes fail and are being retried."""
-        self.commits: list[tuple[int, bool, float]] = []
-        """(writes, durable, seconds) of recent commits, for the benchmark (bounded)."""
 
     def submit(self, apply: Callable[[MemoryStore], object], *, durable: bool, what: str) -> None:
         """Queue a write; it is committed after every write submitted before it."""
@@ -86,7 +84,6 @@ class StoreWriter:
         while self._pending:
             batch = list(self._pending)
             durable = any(write.durable for write in batch)
-            started = self._clock.now()
             try:
                 await self._owner.call(self._commit, batch, durable)
             except sqlite3.OperationalError as exc:
@@ -102,8 +99,6 @@ class StoreWriter:
                 await self._commit_one_by_one(batch)
             else:
                 self._done(len(batch))
-            self.commits.append((len(batch), durable, self._clock.now() - started))
-            del self.commits[:-1000]
             attempt = 0
             if self.failing:
                 self.failing = False
