@@ -183,26 +183,16 @@ class ConversationParts:
     tools: Toolbox
 
 
-def conversation_parts(config: Config, greeting: str | None = None) -> ConversationParts:
-    """The loop's settings, classifier, echo filter and tools, built before any model loads: a
-    value a component refuses is reported as the config error it is (exit 2), at once."""
-    with _refused_as_config_error(config, "turns.echo_min_match"):
-        echo = EchoFilter(min_match=config.turns.echo_min_match)
+def conversation_parts(config: Config, greeting: str | None = None,
+                       db_path: Path | None = None) -> ConversationParts:
+    """The loop's settings, classifier, echo filter and tools (writing to `db_path`, else the
+    config's database), built before any model loads: a bad plugin fails at once (exit 2)."""
     return ConversationParts(
         settings=conversation_settings(config, greeting),
         classifier=load_classifier(config.turns.backchannel_classifier, config.source),
-        echo=echo,
-        tools=load_tools(config.tools.enabled, config.db_path,
-                         config.source),
+        echo=EchoFilter(min_match=config.turns.echo_min_match),
+        tools=load_tools(config.tools.enabled, db_path or config.db_path, config.source),
     )
-
-
-@contextlib.contextmanager
-def _refused_as_config_error(config: Config, key: str) -> Iterator[None]:
-    try:
-        yield
-    except ValueError as exc:
-        raise ConfigError(config.source, key, str(exc)) from None
 
 
 def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,8 +16,9 @@ from edge_agent import __version__
 from edge_agent.cli_memory import add_parsers as add_memory_parsers
 from edge_agent.cli_memory import run as run_memory_command
 from edge_agent.config import Config, load_config
-from edge_agent.errors import EdgeAgentError
-from edge_agent.jsonfile import write_json
+from edge_agent.errors import EdgeAgentError, OutputError
+from edge_agent.jsonfile import check_writable, write_json
+from edge_agent.printable import escape_controls
 from edge_agent.session import SessionRecord
 
 
@@ -39,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="the live agent on the microphone and speaker")
     run.add_argument("--json", type=Path, help="write the session record here on exit")
-    run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--duration", type=_seconds, help="stop after this many seconds")
     run.add_argument("--audio-dir", type=Path,
                      help="write each unit's audio, as far as it was played, to DIR/<unit_id>.wav")
 
@@ -113,8 +117,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _log_to_stderr()
     try:
         config = load_config(args.config)
+        _check_outputs(args)
         if args.command == "demo":
             return _demo(config, args)
         if args.command == "run":
@@ -138,6 +144,39 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Files and directories a command will write are checked before it runs: a session
+    record found unwritable at the end would be lost."""
+    record = getattr(args, "json", None)
+    if isinstance(record, Path):
+        check_writable(record)
+    audio_dir = getattr(args, "audio_dir", None)
+    if audio_dir is not None:
+        try:
+            audio_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(audio_dir, exc) from None
+        if not os.access(audio_dir, os.W_OK | os.X_OK):
+            raise OutputError(audio_dir, "not writable by this user")
+
+
+class _StderrLines(logging.Handler):
+    """One line per record on whatever sys.stderr is at the time (journald reads it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = escape_controls(record.getMessage())
+        print(f"edge-agent: {record.levelname.lower()}: {text}", file=sys.stderr, flush=True)
+
+
+def _log_to_stderr() -> None:
+    """Warnings (a suspicious config value, a damaged model copy) go to stderr, one line each."""
+    logger = logging.getLogger("edge_agent")
+    if not any(isinstance(h, _StderrLines) for h in logger.handlers):
+        logger.addHandler(_StderrLines())
+        logger.propagate = False
+    logger.setLevel(logging.INFO)
+
+
 def _write_record(record: dict[str, Any], path: Path | None) -> None:
     if path is None:
         return
@@ -158,6 +197,7 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _run(config: Config, args: argparse.Namespace) -> int:
+    from edge_agent.datadir import data_dir_lock
     from edge_agent.runner import run_live
 
     async def live() -> SessionRecord:
@@ -169,9 +209,20 @@ def _run(config: Config, args: argparse.Namespace) -> int:
         return await run_live(config, stop, printer=lambda line: print(line, flush=True),
                               max_seconds=args.duration, audio_dir=args.audio_dir)
 
-    record = asyncio.run(live())
+    with data_dir_lock(config):
+        record = asyncio.run(live())
     _write_record(dict(record), args.json)
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -278,21 +329,24 @@ def _models(config: Config, args: argparse.Namespace) -> int:
     from edge_agent.models.catalog import load_catalog
     from edge_agent.models.fetch import fetch_model, progress_bar
 
-    catalog = load_catalog(config.models_dir, args.manifest)
+    catalog = load_catalog(config.models_dir, args.manifest, config_source=config.source)
     if args.action == "fetch":
+        from edge_agent.datadir import ensure_data_dir
+
+        ensure_data_dir(config)
         path = fetch_model(catalog, args.name, progress=progress_bar())
         print(f"{args.name}: verified and installed at {path}")
         return 0
     in_use = {use.reference for use in config.models_in_use()}
     if args.action == "list":
         print(f"models dir: {catalog.models_dir}")
-        print(f"{'':2}{'name':24}{'kind':6}{'status':9}{'size':>10}  where")
+        print(f"{'':2}{'name':24}{'kind':6}{'status':15}{'size':>10}  where")
         for name, spec in sorted(catalog.specs.items(), key=lambda kv: (kv[1].kind, kv[0])):
             status = catalog.status(name)
             mark = "* " if name in in_use else "  "
             where = str(status.path) if status.path else catalog.fetch_hint(spec)
             size = f"{status.size / 1e6:.1f} MB" if status.size else "-"
-            print(f"{mark}{name:24}{spec.kind:6}{status.source:9}{size:>10}  {where}")
+            print(f"{mark}{name:24}{spec.kind:6}{status.source:15}{size:>10}  {where}")
         print("* = used by the current config")
         return 0
     names = [args.name] if args.name else [

@@ -19,6 +19,7 @@ from edge_agent.jsonfile import json_text, write_json
 from edge_agent.memory.consolidate import consolidate
 from edge_agent.memory.context import KEY_NAMES
 from edge_agent.memory.store import MemoryStore
+from edge_agent.printable import escape_controls
 from edge_agent.session import session_record
 
 
@@ -97,17 +98,17 @@ def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
           f"{session['started_at'][:19]} UTC, identity {session['identity']})")
     for turn in record["turns"]:
         if turn["role"] == "tool":
-            print(f"  tool   {turn['name']}({turn['arguments']}) -> {_safe(turn['result'])}")
+            _show(f"  tool   {turn['name']}({turn['arguments']}) -> {turn['result']}")
         elif turn["role"] == "assistant" and turn["interrupted"]:
             unheard = turn["generated"][len(turn["text"]):]
-            print(f"  agent  {_safe(turn['text'])} [cut; never heard: {_safe(unheard)}]")
+            _show(f"  agent  {turn['text']} [cut; never heard: {unheard}]")
         else:
             who = "agent" if turn["role"] == "assistant" else "user"
-            print(f"  {who:6} {_safe(turn['text'])}")
+            _show(f"  {who:6} {turn['text']}")
     summary = store.latest_summary(session_id, "session") or store.latest_summary(
         session_id, "running")
     if summary:
-        print(f"summary ({summary['kind']}): {_safe(summary['text'])}")
+        _show(f"summary ({summary['kind']}): {summary['text']}")
     return 0
 
 
@@ -128,14 +129,14 @@ def _memory(store: MemoryStore, args: argparse.Namespace) -> int:
         print("memory is empty")
     for identity in identities:
         profile = store.profile(identity) or {}
-        print(f"{identity}" + (f" (name: {profile['name']})" if profile.get("name") else ""))
+        _show(f"{identity}" + (f" (name: {profile['name']})" if profile.get("name") else ""))
         for fact in store.open_facts(identity):
             key = KEY_NAMES.get(fact["key"], fact["key"])
-            print(f"  {key}: {_safe(fact['value'])}  ({fact['source']}, {fact['at'][:19]})")
+            _show(f"  {key}: {fact['value']}  ({fact['source']}, {fact['at'][:19]})")
         last = store.last_closed_session(identity)
         summary = store.latest_summary(last["id"], "session") if last else None
         if summary:
-            print(f"  last session {summary['session_id']}: {_safe(summary['text'])}")
+            _show(f"  last session {summary['session_id']}: {summary['text']}")
     return 0
 
 
@@ -147,6 +148,7 @@ def _emit(data: dict[str, Any], output: Path | None) -> None:
     print(f"exported to {output}")
 
 
-def _safe(text: str) -> str:
-    """Control characters shown escaped: a transcript never drives the operator's terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+def _show(line: str) -> None:
+    """Stored text came from callers and models: control characters are shown escaped, so a
+    transcript never drives the operator's terminal."""
+    print(escape_controls(line))

@@ -16,9 +16,17 @@ from edge_agent.events import (
     UnitFinalized,
     UserTurn,
 )
+from edge_agent.printable import escape_controls
 
 
 def describe(entry: LoggedEvent) -> str | None:
+    """One console line for `entry` (None: not shown). Caller and model text is shown with its
+    control characters escaped: a transcript never drives the operator's terminal."""
+    line = _line(entry)
+    return None if line is None else escape_controls(line)
+
+
+def _line(entry: LoggedEvent) -> str | None:
     event = entry.event
     stamp = f"[{entry.at:6.2f}]"
     if isinstance(event, CallerSpoke):

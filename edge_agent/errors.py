@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from edge_agent.printable import clip, shown
+
 
 class EdgeAgentError(Exception):
     """Base class for every error edge-agent reports to a user."""
@@ -18,8 +20,10 @@ class ConfigError(EdgeAgentError):
         self.path = path
         self.key = key
         self.reason = reason
-        where = f"{path}: {key}" if key else path
-        super().__init__(f"{where}: {reason}")
+        # Keys and values come from the file: shown escaped and bounded, so that one line stays
+        # one readable line whatever the file holds.
+        where = f"{shown(path, 300)}: {shown(key, 80)}" if key else shown(path, 300)
+        super().__init__(f"{where}: {clip(reason, 1500)}")
 
 
 class ModelMissingError(EdgeAgentError):
@@ -89,3 +93,9 @@ class StoreError(EdgeAgentError):
         self.path = path
         self.reason = reason
         super().__init__(f"memory database {path}: {reason}. Fix: {fix}")
+
+
+class AlreadyRunningError(EdgeAgentError):
+    """Another live agent holds the data directory."""
+
+    exit_code = 9

@@ -4,6 +4,8 @@ file that cannot be written is an OutputError naming it."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,32 @@ def json_text(data: dict[str, Any]) -> str:
 
 
 def write_json(data: dict[str, Any], path: Path) -> None:
+    """Write `data` to `path` whole or not at all (a private temporary file renamed over it:
+    records hold transcripts, so the file is readable by its owner only)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json_text(data), encoding="utf-8")
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise OutputError(path, exc) from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(json_text(data))
+        os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise OutputError(path, exc) from None
+
+
+def check_writable(path: Path) -> None:
+    """Fail now, before a session runs, if `path` could not be written at its end: a record
+    found unwritable after the session would be lost."""
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}."):
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(f"{path} is read-only")
     except OSError as exc:
         raise OutputError(path, exc) from None

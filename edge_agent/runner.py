@@ -29,10 +29,10 @@ from edge_agent.config import Config
 from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.demo.caller import ScriptedCaller
-from edge_agent.demo.callfile import CallerLine, CallScript
+from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.llm import ScriptedLanguageModel
-from edge_agent.events import EventLog
+from edge_agent.events import EventLog, LoggedEvent, Notice
 from edge_agent.session import SessionRecord
 
 Printer = Callable[[str], None]
@@ -40,12 +40,15 @@ IDLE_TO_END = 1.5
 """Seconds the demo waits with nothing happening after the last caller line before it ends."""
 
 
-async def _print_events(log: EventLog, printer: Printer) -> None:
-    queue = log.subscribe()
+async def _print_events(queue: asyncio.Queue[LoggedEvent], printer: Printer) -> None:
     while True:
-        line = describe(await queue.get())
-        if line:
-            printer(line)
+        _print(await queue.get(), printer)
+
+
+def _print(entry: LoggedEvent, printer: Printer) -> None:
+    line = describe(entry)
+    if line:
+        printer(line)
 
 
 async def run_demo(config: Config, call: CallScript, printer: Printer = print,
@@ -56,29 +59,38 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     is recorded in `db_path` (resumed from it if a session there is open), else in a private
     database that lives for this call only (so scripted calls are reproducible)."""
     clock = clock or MonotonicClock()
-    if call.tools is not None:
+    check_reachable(call, max_seconds)
+    tools = call_tools(call, config.tools.enabled, config.source)
+    if tools is not None:
         config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
-                                                                       enabled=list(call.tools)))
-    parts = conversation_parts(config, call.greeting)
-    engines, names = await asyncio.to_thread(build_engines, config, call.replies)
-    summarizer = await asyncio.to_thread(
-        build_summarizer, config, isinstance(engines.llm, ScriptedLanguageModel))
-    speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
-    mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
-                            echo_gain=call.echo_gain)
-    lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
-    log = EventLog(clock)
+                                                                       enabled=tools))
     with tempfile.TemporaryDirectory(prefix="edge-agent-demo-") as private:
-        memory = await open_memory(config, parts, log, names, summarizer,
-                                   db_path or Path(private) / "edge-agent.db")
+        db_path = db_path or Path(private) / "edge-agent.db"
+        parts = conversation_parts(config, call.greeting, db_path)
+        engines, names = await asyncio.to_thread(build_engines, config, call.replies)
+        summarizer = await asyncio.to_thread(
+            build_summarizer, config, isinstance(engines.llm, ScriptedLanguageModel))
+        speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
+        mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
+                                echo_gain=call.echo_gain)
+        lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
+        log = EventLog(clock)
+        memory = await open_memory(config, parts, log, names, summarizer, db_path)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio)
         caller = ScriptedCaller(clock, mic, log, lines)
 
         async def call_then_idle(talking: asyncio.Task[None]) -> None:
+            started = clock.now()
             await _until_first(talking, caller.run(), clock, max_seconds)
-            await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
+            if caller.unsaid:
+                log.publish(Notice(
+                    f"the call reached its {max_seconds:g} s limit with {len(caller.unsaid)} "
+                    f"caller line(s) never said, from {caller.unsaid[0].say!r}"))
+                return
+            left = max_seconds - (clock.now() - started)
+            await _until_first(talking, _idle(talk, log, clock), clock, left)
 
         return await _session(talk, log, memory, printer, call_then_idle, unit_audio)
 
@@ -92,7 +104,8 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory, pr
                    hold: Callable[[asyncio.Task[None]], Awaitable[None]],
                    unit_audio: UnitAudioWriter | None) -> SessionRecord:
     """Converse while `hold` runs, then stop (finalizing what is open) and read the record."""
-    printing = asyncio.create_task(_print_events(log, printer))
+    events = log.subscribe()
+    printing = asyncio.create_task(_print_events(events, printer))
     talking = asyncio.create_task(conversation.run())
     try:
         await hold(talking)
@@ -101,6 +114,8 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory, pr
         with contextlib.suppress(asyncio.CancelledError):
             await talking
         printing.cancel()
+        while not events.empty():  # what happened last is said too
+            _print(events.get_nowait(), printer)
         if unit_audio is not None:
             written = await asyncio.to_thread(unit_audio.close)
             printer(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
@@ -147,12 +162,8 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass). With a
     `companion` (a benchmark's caller), until it is done and the conversation is idle.
     `loaded`: engines already loaded, with their names (else the config's are loaded)."""
-    from edge_agent.audio.pyaudio_io import (
-        PyAudioMicrophone,
-        PyAudioSpeaker,
-        find_device,
-        open_pyaudio,
-    )
+    from edge_agent.audio.portaudio_start import open_pyaudio
+    from edge_agent.audio.pyaudio_io import PyAudioMicrophone, PyAudioSpeaker, find_device
 
     clock = MonotonicClock()
     parts = conversation_parts(config)

@@ -23,3 +23,6 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, "", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(source, "", "not valid TOML here: tables or arrays nested too deeply "
+                          "(thousands of levels); no edge-agent file nests more than three") from None

@@ -142,10 +142,10 @@ def test_bad_config_fails_models_commands_too(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "key", "reason_parts"),
     [
-        pytest.param("[[caller]]\nat = 1.0\n", "caller[1].say", ["non-empty string"],
+        pytest.param("[[caller]]\nat = 1.0\n", "caller[1].say", ["must not be empty"],
                      id="missing-say"),
         pytest.param('[[caller]]\nsay = "   "\nat = 1.0\n', "caller[1].say",
-                     ["non-empty string"], id="blank-say"),
+                     ["must not be empty"], id="blank-say"),
         pytest.param('[[caller]]\nsay = "hi"\nat = 0.5\n'
                      '[[caller]]\nsay = "again"\nat = 1.0\nafter_agent_done = true\n',
                      "caller[2]", ["exactly one of", "at, after_agent_done"],
@@ -157,9 +157,9 @@ def test_bad_config_fails_models_commands_too(tmp_path: Path) -> None:
         pytest.param('[agent]\ngreting = "hi"\n[[caller]]\nsay = "hi"\nat = 1.0\n',
                      "agent.greting", ["unknown key", "greeting"], id="unknown-agent-key"),
         pytest.param('[[caller]]\nsay = "hi"\nat = -1.0\n', "caller[1].at",
-                     ["seconds >= 0", "-1.0"], id="negative-at"),
+                     ["between 0 and 3600", "-1.0"], id="negative-at"),
         pytest.param('[[caller]]\nsay = "hi"\nat = "soon"\n', "caller[1].at",
-                     ["seconds >= 0", "'soon'"], id="string-at"),
+                     ["must be a number", "'soon'"], id="string-at"),
         pytest.param('[[caller]]\nsay = "hi"\nat = 1.0\npause = 0.5\n', "caller[1].pause",
                      ["after_agent_done"], id="pause-without-after"),
         pytest.param('[[caller]]\nsay = "hi"\nafter_agent_done = false\n',

@@ -38,3 +38,44 @@ def test_a_sigkill_loses_no_committed_turn_and_never_overstates_what_was_heard(
         (unit,) = trial.recovered  # the checkpoint was there: recovered, never past what played
         assert unit["heard"] and unit["heard"] != unit["generated"]
         assert unit["played_ms"] <= unit["limit_ms"]
+
+
+def test_a_sigkilled_run_leaves_a_readable_record_of_everything_committed(
+        tmp_path: Path) -> None:
+    """The session record is the database, written as the call goes: after a SIGKILL,
+    `sessions show ID --json` gives every turn committed. A turn is committed before the next
+    model request, so every turn printed before the latest answer must be there."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    config = tmp_path / "edge-agent.toml"
+    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    db = tmp_path / "data" / "edge-agent.db"
+    base = [sys.executable, "-m", "edge_agent", "-c", str(config)]
+    agent = subprocess.Popen([*base, "demo", "--db", str(db)], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True,
+                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert agent.stdout is not None
+    printed: list[str] = []
+    answers = 0
+    for line in agent.stdout:  # the greeting, then caller and agent turns
+        if "agent said" in line or "agent heard" in line:
+            printed.append(line.split(": ", 1)[1].strip())
+            answers += "agent said" in line and len(printed) > 1
+        if answers == 2:
+            break
+    agent.send_signal(signal.SIGKILL)
+    agent.wait()
+    agent.stdout.close()
+    listing = subprocess.run([*base, "sessions", "list"], capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+    session_id = listing.splitlines()[1].split()[0]
+    shown = subprocess.run([*base, "sessions", "show", session_id, "--json"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    record = json.loads(shown)
+    texts = [turn.get("text", "") for turn in record["turns"]]
+    assert len(printed) >= 4
+    for said in printed[:-1]:
+        assert any(said in text for text in texts), (said, texts)

@@ -42,8 +42,13 @@ class Served:
     mode: str = "normal"
     """"normal" (honours Range), "cut" (full Content-Length, then closes after `cut_at` bytes),
     "ignore_range" (always 200 with the whole body), "cut_chunked" (chunked encoding, cut inside
-    a chunk after `cut_at` bytes)."""
+    a chunk after `cut_at` bytes), "stall" (full Content-Length, `cut_at` bytes, then nothing
+    until `release`), "silent" (no response at all until `release`), "trickle" (one byte every
+    `trickle_s` until done or `release`)."""
     cut_at: int = 0
+    trickle_s: float = 0.02
+    release: threading.Event = field(default_factory=threading.Event)
+    """Set when the test ends: a stalling handler returns."""
     requests: list[tuple[str, str | None, int]] = field(default_factory=list)
     """(path, Range header or None, status sent) for each GET."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -67,6 +72,9 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
                 self.send_error(404)
                 return
             total = len(body)
+            if served.mode in ("stall", "silent", "trickle"):
+                self._misbehave(body, range_header)
+                return
             if served.mode == "cut_chunked":
                 self._record(range_header, 200)
                 self.send_response(200)
@@ -111,6 +119,30 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body[start:end + 1])
 
+        def _misbehave(self, body: bytes, range_header: str | None) -> None:
+            """A server that goes quiet (a dead link, an overloaded mirror) or trickles."""
+            if served.mode == "silent":
+                self._record(range_header, 0)
+                served.release.wait()
+                return
+            self._record(range_header, 200)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if served.mode == "stall":
+                self.wfile.write(body[:served.cut_at])
+                self.wfile.flush()
+                served.release.wait()
+                return
+            for index in range(len(body)):  # trickle: paced by the server, not by the test
+                try:
+                    self.wfile.write(body[index:index + 1])
+                    self.wfile.flush()
+                except OSError:
+                    return  # the client gave up
+                if served.release.wait(served.trickle_s):
+                    return
+
         def _record(self, range_header: str | None, status: int) -> None:
             with served.lock:
                 served.requests.append((self.path, range_header, status))
@@ -135,6 +167,7 @@ def server() -> Iterator[Server]:
     try:
         yield Server(served, f"http://127.0.0.1:{httpd.server_address[1]}")
     finally:
+        served.release.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
@@ -534,14 +567,17 @@ def test_bad_archive_is_a_clean_error(server: Server, tmp_path: Path, archive: b
 
 
 def test_zip_slip_member_is_refused(server: Server, tmp_path: Path) -> None:
-    archive = _zip({"../evil/x.bin": b"evil", "evil/x.bin": b"fine"})
+    """A member under the extracted directory whose name climbs out of it is refused at
+    extraction (an `extract` naming "../" is refused earlier, when the manifest is read)."""
+    archive = _zip({"evil/../../outside/x.bin": b"evil", "evil/x.bin": b"fine"})
     server.served.files["/pkg/evil.zip"] = archive
     setup = _setup(tmp_path, {"evil": {"kind": "vad", "entry": "x", "files": [{
         "url": f"{server.base_url}/pkg/evil.zip", "size": len(archive),
-        "sha256": _sha(archive), "extract": "../evil/", "save_as": "x"}]}})
+        "sha256": _sha(archive), "extract": "evil/", "save_as": "x"}]}})
 
     result = _fetch(setup, "evil")
     _assert_clean_error(result, FETCH_ERROR)
     assert "unsafe member path" in result.stderr
     assert not (setup.models_dir / "evil" / "x").exists()
-    assert not (setup.models_dir / "evil" / "evil").exists()  # where "../evil/" would land
+    assert not (setup.models_dir / "evil" / "outside").exists()  # where the member would land
+    assert not list(tmp_path.rglob("outside"))

@@ -124,7 +124,7 @@ def test_load_summarizer_by_name_and_by_factory() -> None:
 @pytest.mark.parametrize(("name", "says"), [
     ("no_such_package.summaries:make", "not found"),
     ("tests.test_summarizer:missing_factory", "has no 'missing_factory'"),
-    ("tests.test_summarizer:LINES", "not callable"),
+    ("tests.test_summarizer:LINES", "is a list, not a summarizer factory"),
     ("tests.test_summarizer:make_nothing", "no summarize"),
     ("fancy", "unknown summarizer"),
     ("llm", "needs a GGUF model"),

@@ -4,6 +4,8 @@ Capture runs in callback mode and hands frames to the loop with `call_soon_threa
 Playback runs in callback mode, always (silence when idle): the played cursor comes from
 `output_buffer_dac_time` and the stream clock, so it counts what reached the DAC and not what
 is still queued; measured against the recorded output (`bench heard`, tests).
+
+Start-up failures are diagnosed in `edge_agent.audio.portaudio_start`.
 """
 
 from __future__ import annotations
@@ -11,46 +13,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from edge_agent.audio.portaudio_start import (
+    PYAUDIO_ERRORS,
+    alsa_config_hint,
+    native_stderr,
+    said,
+)
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.clock import Clock
 from edge_agent.errors import AudioDeviceError
 
 _PERIOD = 512
 
-
-@contextlib.contextmanager
-def _quiet_native_stderr() -> Iterator[None]:
-    """ALSA and JACK print every failed device probe straight to fd 2 while PortAudio starts."""
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(devnull)
-        os.close(saved)
-
-
-def open_pyaudio() -> Any:
-    import pyaudio
-
-    with _quiet_native_stderr():
-        return pyaudio.PyAudio()
-
-
 def find_device(pa: Any, wanted: str, output: bool) -> int:
     """A device index from "" (default), an index, or part of a device name."""
     direction = "output" if output else "input"
     channels_key = "maxOutputChannels" if output else "maxInputChannels"
-    devices = [pa.get_device_info_by_index(i) for i in range(pa.get_device_count())]
+    try:
+        devices = [pa.get_device_info_by_index(i) for i in range(pa.get_device_count())]
+    except PYAUDIO_ERRORS as exc:
+        raise AudioDeviceError(
+            f"cannot list audio {direction} devices: {exc}. Fix: "
+            f"{alsa_config_hint(os.environ)}") from None
     usable = [d for d in devices if int(d[channels_key]) > 0]
     if not usable:
         raise AudioDeviceError(
@@ -61,7 +51,7 @@ def find_device(pa: Any, wanted: str, output: bool) -> int:
     if not wanted:
         try:
             info = pa.get_default_output_device_info() if output else pa.get_default_input_device_info()
-        except OSError:
+        except PYAUDIO_ERRORS:  # no default device: the first usable one will do
             info = usable[0]
         return int(info["index"])
     if wanted.isdigit():
@@ -76,6 +66,19 @@ def find_device(pa: Any, wanted: str, output: bool) -> int:
     raise AudioDeviceError(
         f"audio.{direction}_device = {wanted!r} matches no {direction} device (have: {names})"
     )
+
+
+def _open_stream(pa: Any, device: int, direction: str, **kwargs: Any) -> Any:
+    """`pa.open`, with what ALSA prints kept for the error instead of reaching the terminal."""
+    failure: Exception | None = None
+    with native_stderr() as native:
+        try:
+            return pa.open(**kwargs)
+        except PYAUDIO_ERRORS as exc:
+            failure = exc
+    raise AudioDeviceError(
+        f"cannot open audio {direction} device {device}: {failure}{said(native.text)}. Check "
+        f"that no other program holds it, or name another device in audio.{direction}_device")
 
 
 class PyAudioMicrophone:
@@ -96,12 +99,9 @@ class PyAudioMicrophone:
             loop.call_soon_threadsafe(queue.put_nowait, data)
             return None, pyaudio.paContinue
 
-        try:
-            stream = self._pa.open(format=pyaudio.paInt16, channels=1, rate=self.sample_rate,
-                                   input=True, input_device_index=self._device,
-                                   frames_per_buffer=self.frame_samples, stream_callback=on_audio)
-        except OSError as exc:
-            raise AudioDeviceError(f"cannot open input device {self._device}: {exc}") from None
+        stream = _open_stream(self._pa, self._device, "input", format=pyaudio.paInt16, channels=1,
+                              rate=self.sample_rate, input=True, input_device_index=self._device,
+                              frames_per_buffer=self.frame_samples, stream_callback=on_audio)
         try:
             while True:
                 yield await queue.get()
@@ -137,12 +137,9 @@ class PyAudioSpeaker:
         self._paused = False
         self._recent = RecentAudio(sample_rate)
         self._continue = pyaudio.paContinue
-        try:
-            self._stream = pa.open(format=pyaudio.paInt16, channels=1, rate=sample_rate,
-                                   output=True, output_device_index=device,
-                                   frames_per_buffer=_PERIOD, stream_callback=self._fill)
-        except OSError as exc:
-            raise AudioDeviceError(f"cannot open output device {device}: {exc}") from None
+        self._stream = _open_stream(pa, device, "output", format=pyaudio.paInt16, channels=1,
+                                    rate=sample_rate, output=True, output_device_index=device,
+                                    frames_per_buffer=_PERIOD, stream_callback=self._fill)
 
     def write(self, pcm: bytes) -> int:
         with self._lock:

@@ -157,7 +157,8 @@ def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
 def _measure(server: pulse_rig.PulseServer, scratch: Path, units: dict[str, SpeechAudio],
              runs: int, rng: random.Random, policy: HeardPolicy,
              progress: Callable[[CutTrial], None] | None) -> list[CutTrial]:
-    from edge_agent.audio.pyaudio_io import PyAudioSpeaker, find_device, open_pyaudio
+    from edge_agent.audio.portaudio_start import open_pyaudio
+    from edge_agent.audio.pyaudio_io import PyAudioSpeaker, find_device
 
     pa = open_pyaudio()
     try:

@@ -25,7 +25,7 @@ from typing import Protocol, cast, runtime_checkable
 
 from edge_agent.conversation.voice_shape import VoiceShape
 from edge_agent.errors import ConfigError
-from edge_agent.plugins import load_plugin
+from edge_agent.plugins import check_callable, load_plugin
 
 
 class Verdict(enum.StrEnum):
@@ -292,6 +292,7 @@ def load_classifier(spec: str, source: str) -> BackchannelClassifier:
         raise ConfigError(source, _KEY, f"unknown classifier {spec!r}: {_HOW}")
     found = load_plugin(spec, source, _KEY, "a classifier class")
     if inspect.isclass(found):
+        check_callable(found, (), spec, source, _KEY, "a classifier class")
         try:
             found = found()
         except Exception as exc:

@@ -125,9 +125,9 @@ def _make(name: str, db_path: Path, source: str) -> list[Tool]:
     if ":" not in name:
         raise fail(f"unknown tool {name!r}: use a built-in tool ({', '.join(BUILTIN)}) or a "
                    "dotted path 'package.module:factory'")
-    factory = load_plugin(name, source, "tools.enabled", "a tool factory")
-    if not callable(factory):
-        raise fail(f"{name!r} is not callable; it must be a function (db_path) -> Tool")
+    factory = load_plugin(name, source, "tools.enabled", "a tool factory",
+                          call_with=(db_path,))
+    assert callable(factory)
     try:
         made = factory(db_path)
     except Exception as exc:

@@ -44,6 +44,12 @@ class ScriptedCaller:
         self._log = log
         self._lines = list(lines)
         self._events = log.subscribe()  # subscribed now, so no early event is missed
+        self._said = 0
+
+    @property
+    def unsaid(self) -> list[CallerLine]:
+        """The lines not said (yet): what a call cut short by its time limit never said."""
+        return [line for line, _ in self._lines[self._said:]]
 
     async def run(self) -> None:
         start = self._clock.now()
@@ -62,6 +68,7 @@ class ScriptedCaller:
                 self._log.publish(CallerSpoke(line.say, round(offset, 4)))
                 self._mic.say(pcm)
                 await self._mic.wait_said()
+                self._said += 1
                 while not self._events.empty():  # cues count only after the line was said
                     self._events.get_nowait()
         finally:

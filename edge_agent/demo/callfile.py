@@ -30,13 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.config import check_value
+from edge_agent.conversation.builtin_tools import BUILTIN
 from edge_agent.engines.llm import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
 from edge_agent.tomlfile import parse_toml, read_text
+from edge_agent.validate import Bounds, TextRule, check_value
 
 DEFAULT_CALL = "luigis.toml"
 _TRIGGERS = ("at", "after_agent_done", "barge_in_after")
+_SECONDS = Bounds(0.0, 3600.0)
+_SAID = TextRule(required=True, why="write what the caller says")
 
 
 @dataclass(frozen=True)
@@ -96,14 +99,12 @@ def parse_call(text: str, source: str) -> CallScript:
                           "unknown key (greeting, replies, tools, echo_gain)")
     tools = agent.get("tools")
     if tools is not None:
-        check_value(list[str], tools, source, "agent.tools")
-    echo_gain = check_value(float, agent.get("echo_gain", 0.0), source, "agent.echo_gain")
-    if not 0 <= echo_gain <= 1:
-        raise ConfigError(source, "agent.echo_gain",
-                          f"must be a number from 0 (no echo) to 1, got {echo_gain!r}")
+        check_value(list[str], tools, source, "agent.tools", text=TextRule(required=True))
+    echo_gain = check_value(float, agent.get("echo_gain", 0.0), source, "agent.echo_gain",
+                            bounds=Bounds(0.0, 1.0))
     greeting = agent.get("greeting")
-    if greeting is not None and not isinstance(greeting, str):
-        raise ConfigError(source, "agent.greeting", "must be a string")
+    if greeting is not None:
+        check_value(str, greeting, source, "agent.greeting")
     replies = agent.get("replies")
     scripted = None if replies is None else parse_replies(replies, source, "agent.replies")
     callers = data.get("caller", [])
@@ -122,27 +123,45 @@ def _line(entry: Any, source: str, key: str) -> CallerLine:
     if extra:
         raise ConfigError(source, f"{key}.{sorted(extra)[0]}",
                           f"unknown key (allowed: {', '.join(sorted(allowed))})")
-    say = entry.get("say")
-    if not isinstance(say, str) or not say.strip():
-        raise ConfigError(source, f"{key}.say", "must be a non-empty string")
+    say = check_value(str, entry.get("say", ""), source, f"{key}.say", text=_SAID)
     triggers = [t for t in _TRIGGERS if t in entry]
     if len(triggers) != 1:
         raise ConfigError(source, key,
                           "needs exactly one of at, after_agent_done, barge_in_after "
                           f"(got {', '.join(triggers) or 'none'})")
-    for number in ("at", "barge_in_after", "pause"):
-        value = entry.get(number)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or value < 0):
-            raise ConfigError(source, f"{key}.{number}", f"must be seconds >= 0, got {value!r}")
+    seconds = {name: check_value(float, entry[name], source, f"{key}.{name}", bounds=_SECONDS)
+               for name in ("at", "barge_in_after", "pause") if name in entry}
     if "after_agent_done" in entry and entry["after_agent_done"] is not True:
         raise ConfigError(source, f"{key}.after_agent_done", "must be true (or left out)")
     if "pause" in entry and "after_agent_done" not in entry:
         raise ConfigError(source, f"{key}.pause", "only goes with after_agent_done = true")
     return CallerLine(
         say=say,
-        at=float(entry["at"]) if "at" in entry else None,
+        at=seconds.get("at"),
         after_agent_done="after_agent_done" in entry,
-        pause=float(entry.get("pause", 0.4)),
-        barge_in_after=float(entry["barge_in_after"]) if "barge_in_after" in entry else None,
+        pause=seconds.get("pause", 0.4),
+        barge_in_after=seconds.get("barge_in_after"),
     )
+
+
+def call_tools(call: CallScript, enabled: list[str], config_source: str) -> list[str] | None:
+    """The tools a call may use: those it names, each a built-in tool or one the config enabled
+    (a call file is data people share: it never names code to load). None: the config's."""
+    if call.tools is None:
+        return None
+    for i, name in enumerate(call.tools):
+        if name not in BUILTIN and name not in enabled:
+            raise ConfigError(call.source, f"agent.tools[{i}]",
+                              f"{name!r} is neither a built-in tool ({', '.join(BUILTIN)}) nor "
+                              f"enabled in [tools] enabled of {config_source}; a call file may "
+                              "only pick tools, enable code in the config")
+    return list(call.tools)
+
+
+def check_reachable(call: CallScript, max_seconds: float) -> None:
+    """Refuse a line timed after the call's end: it could never be said."""
+    for i, line in enumerate(call.lines):
+        if line.at is not None and line.at >= max_seconds:
+            raise ConfigError(call.source, f"caller[{i + 1}].at",
+                              f"{line.at:g} s is after the end of the call ({max_seconds:g} s "
+                              "at most): the line could never be said")

@@ -1,11 +1,14 @@
 """Language models: llama.cpp on a GGUF file, and a scripted model that replies from a list.
 
-With tools offered, llama.cpp's reply is constrained by a grammar (see `tool_replies`).
+With tools offered, llama.cpp's reply is constrained by a grammar (see `tool_replies`). Every
+prompt is fitted to the context less the reply's `max_tokens` before it is sent (see
+`prompt_budget`): a long system prompt or history never makes a request fail.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from collections.abc import Iterator, Sequence
@@ -15,13 +18,30 @@ from typing import Any
 
 from edge_agent.engines import llm_state
 from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
+from edge_agent.engines.prompt_budget import Fit, TokenCounter, fit_prompt
 from edge_agent.engines.tool_replies import JsonReplyReader, ToolFormat
-from edge_agent.errors import ConfigError, ModelFileError, OutputError
+from edge_agent.errors import ConfigError, EngineError, ModelFileError, OutputError
 from edge_agent.tomlfile import parse_toml, read_text
+from edge_agent.validate import TextRule, check_text
+
+log = logging.getLogger("edge_agent")
+
+_trim_reported = False
+"""A trimmed prompt was logged as a warning in this process: later ones go to debug, so a
+conversation past the context does not warn on every turn."""
+
+MESSAGE_MARKUP_ESTIMATE = 16
+"""Tokens allowed per message, and once for the reply header, for the chat markup when the
+prompt cannot be rendered exactly: llama.cpp's built-in formats (llama-2, chatml, llama-3,
+mistral) add fewer."""
 
 
 class LlamaLanguageModel:
-    """llama-cpp-python with one `Llama` object, so the evaluated prompt prefix is reused."""
+    """llama-cpp-python with one `Llama` object, so the evaluated prompt prefix is reused.
+
+    The reply's room is `max_tokens`, always: a prompt is fitted to `context_tokens -
+    max_tokens` (rather than shrinking the reply to what a long prompt leaves, which could
+    leave none). After each request `last_fit` says what fitting took."""
 
     def __init__(
         self,
@@ -35,6 +55,12 @@ class LlamaLanguageModel:
     ) -> None:
         from llama_cpp import Llama
 
+        # The configuration checks this too; the engine does not rely on it.
+        if max_tokens < 1 or max_tokens >= context_tokens:
+            raise EngineError(f"llm.max_tokens ({max_tokens}) must be at least 1 and less than "
+                              f"llm.context_tokens ({context_tokens}): the prompt and the reply "
+                              "share the context; raise llm.context_tokens or lower "
+                              "llm.max_tokens")
         try:
             self._llama: Any = Llama(
                 model_path=str(model_path),
@@ -50,8 +76,18 @@ class LlamaLanguageModel:
         self._tool_formats: dict[str, ToolFormat] = {}
         self._context = context_tokens
         self._prefix_format = chat_formatter(self._llama, reply_header=False)
+        # Counting is exact only when create_chat_completion renders with the GGUF's own
+        # template, as chat_formatter does; for a template llama-cpp-python recognizes it uses
+        # its built-in format instead, and without one llama-2's: those are estimated.
+        exact = self._llama.chat_handler is None and self._llama.chat_format == "chat_template.default"
+        self._reply_format = chat_formatter(self._llama, reply_header=True) if exact else None
         self._model_path = model_path
         self._identity: llm_state.ModelIdentity | None = None
+        # Fail at start-up, not at the first turn, when not even empty messages fit.
+        self._fit([{"role": "system", "content": ""}, {"role": "user", "content": ""}],
+                  self.count_tokens)
+        self.last_fit: Fit | None = None
+        """What fitting the latest request's prompt took (None before the first)."""
 
     def withdraw(self) -> None:
         """Replies depend only on the messages: nothing to undo."""
@@ -120,12 +156,51 @@ class LlamaLanguageModel:
             return None
         if tools:
             messages = self._tool_format(tools).prompt(messages)
-        rendered = self._prefix_format(messages=messages)
-        tokens: list[int] = self._llama.tokenize(rendered.prompt.encode("utf-8"),
-                                                 add_bos=not rendered.added_special, special=True)
+        tokens = self._render_tokens(self._prefix_format, messages)
         if len(tokens) + self._max_tokens >= self._context:
             return None
         return tokens
+
+    def _render_tokens(self, formatter: Any, messages: list[ChatMessage]) -> list[int]:
+        """The tokens of `messages` rendered by `formatter`, tokenized as
+        create_chat_completion tokenizes its prompt."""
+        rendered = formatter(messages=messages)
+        tokens: list[int] = self._llama.tokenize(rendered.prompt.encode("utf-8"),
+                                                 add_bos=not rendered.added_special, special=True)
+        return tokens
+
+    def count_tokens(self, messages: list[ChatMessage]) -> int:
+        """The prompt tokens create_chat_completion makes of `messages` (no tool format
+        applied): exact with the model's own chat template, otherwise an upper estimate."""
+        if self._reply_format is not None:
+            return len(self._render_tokens(self._reply_format, messages))
+        total = MESSAGE_MARKUP_ESTIMATE
+        for message in messages:
+            content = message.get("content")
+            text = f"{message.get('role', '')}\n{content if isinstance(content, str) else ''}"
+            # special=False: markup typed into content counts as text, which is never fewer.
+            total += MESSAGE_MARKUP_ESTIMATE + len(self._llama.tokenize(
+                text.encode("utf-8"), add_bos=False, special=False))
+        return total
+
+    def _fit(self, messages: list[ChatMessage], count: TokenCounter) -> list[ChatMessage]:
+        """`messages` fitted to the context less the reply's room (see `prompt_budget`);
+        trimming is logged, as a warning the first time in the process."""
+        global _trim_reported
+        fit = fit_prompt(messages, count, self._context - self._max_tokens,
+                         advice=f"llm.context_tokens is {self._context} and llm.max_tokens "
+                                f"{self._max_tokens}: raise the first or lower the second")
+        self.last_fit = fit
+        if fit.changed:
+            report = log.debug if _trim_reported else log.warning
+            _trim_reported = True
+            report("the prompt did not fit llm.context_tokens (%d) less llm.max_tokens (%d): "
+                   "dropped the %d oldest messages, cut %d characters from the end of the "
+                   "system prompt and %d from the start of the last message (%d tokens now). "
+                   "Raise llm.context_tokens, or shorten the system prompt or the memory window "
+                   "(further trims are logged at debug level)", self._context, self._max_tokens,
+                   fit.dropped, fit.system_cut, fit.last_cut, fit.tokens)
+        return fit.messages
 
     def _state_identity(self) -> llm_state.ModelIdentity:
         if self._identity is None:
@@ -138,7 +213,7 @@ class LlamaLanguageModel:
         it is decoded, or one ToolCall at the end; every token that adds nothing to say yields
         "" so that a consumer which stops at its next item cancels at once."""
         if not tools:
-            yield from self._pieces(messages, None)
+            yield from self._pieces(self._fit(messages, self.count_tokens), None)
             return
         form = self._tool_format(tools)
         reader = JsonReplyReader()
@@ -147,7 +222,11 @@ class LlamaLanguageModel:
         answering = bool(messages) and messages[-1].get("role") == "tool"
         # A hop that answers a tool result must speak: small models otherwise repeat the call.
         grammar = form.say_grammar if answering else form.grammar
-        for piece in self._pieces(form.prompt(messages), grammar):
+        # Fitted before the tool format is applied, counted after: the tool instruction is
+        # never cut and the prompt sent is the one counted. The last message is kept, so
+        # `answering` holds for the fitted messages too.
+        fitted = self._fit(messages, lambda m: self.count_tokens(form.prompt(m)))
+        for piece in self._pieces(form.prompt(fitted), grammar):
             yield reader.push(piece)
         call = reader.tool_call(f"call-{uuid.uuid4().hex[:12]}")
         if call is not None:
@@ -281,7 +360,7 @@ def parse_replies(value: object, source: str, key: str) -> tuple[ScriptedReply, 
 
 def _reply(entry: object, source: str, key: str) -> ScriptedReply:
     if isinstance(entry, str):
-        return entry
+        return check_text(entry, source, key, TextRule())
     if not isinstance(entry, dict):
         raise ConfigError(source, key, f"must be a string or a tool-call table, got {entry!r}")
     extra = sorted(set(entry) - set(_REPLY_KEYS))
@@ -295,6 +374,7 @@ def _reply(entry: object, source: str, key: str) -> ScriptedReply:
     say = entry.get("say", "")
     if not isinstance(say, str):
         raise ConfigError(source, f"{key}.say", "must be a string (what is said before the call)")
+    check_text(say, source, f"{key}.say", TextRule())
     arguments = entry.get("arguments", {})
     if not isinstance(arguments, dict):
         raise ConfigError(source, f"{key}.arguments",

@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
 
 from edge_agent.engines.base import SpeechAudio
+from edge_agent.engines.speech_text import sanitize_for_speech, split_speech_text
 from edge_agent.errors import ModelFileError
-from edge_agent.heard.timings import PhonemeWord, align_words, split_phoneme_words
+from edge_agent.heard.timings import PhonemeWord, WordTiming, align_words, split_phoneme_words
+
+MAX_SENTENCE_PHONEMES = 260
+"""Most phonemes Piper gets in one sentence (one ONNX run) at length scale 1. Its peak memory
+follows the audio length of that run faster than linearly: measured on joe-medium over the
+loaded voice, ~170 phonemes (30 ordinary words) +85 MB, 260 +~190 MB, 450 +340 MB, 1430 +1.3 GB.
+Ordinary text reaches the bound only beyond the piece bounds of `split_speech_text`; tokens
+that expand (long numbers, spelled-out letters: "WWWWW" is 50 phonemes) can reach it sooner,
+and their pieces are then cut further. Slower speech makes longer audio per phoneme, so the
+bound shrinks by the length scale."""
 
 
 class PiperSpeech:
-    """Piper (piper-tts >= 1.5) voice loaded with alignments; synthesizes one clause at a time."""
+    """Piper (piper-tts >= 1.5) voice loaded with alignments; synthesizes one clause at a time.
+
+    Text of any length is synthesized in bounded pieces, so memory does not grow with it.
+    """
 
     def __init__(self, model_path: Path, config_path: Path | None = None,
                  length_scale: float | None = None) -> None:
@@ -22,15 +36,69 @@ class PiperSpeech:
             self._voice: Any = PiperVoice.load(model_path, config_path, include_alignments=True)
         except Exception as exc:
             raise ModelFileError(model_path, f"Piper cannot load it as a voice ({exc})") from None
+        self._length_scale = length_scale
         self._syn_config = SynthesisConfig(length_scale=length_scale)
         self.sample_rate: int = int(self._voice.config.sample_rate)
 
     def synthesize(self, text: str, length_scale: float | None = None) -> SpeechAudio:
-        """`text` as speech with word timings; `length_scale` overrides the voice's rate."""
+        """`text` as speech with word timings; `length_scale` overrides the voice's rate.
+
+        Characters the voice cannot take (see `sanitize_for_speech`) are spoken as spaces: the
+        words timed are the text's runs of other non-space characters, with offsets into
+        `text` as given. Text longer than one bounded piece (`split_speech_text`, then
+        `MAX_SENTENCE_PHONEMES`) is synthesized piece by piece into one audio and one list of
+        word timings; text that fits is synthesized in one call, as it always was.
+        """
         from piper import SynthesisConfig
 
         config = (self._syn_config if length_scale is None
                   else SynthesisConfig(length_scale=length_scale))
+        clean = sanitize_for_speech(text)
+        if not clean.strip():
+            return SpeechAudio(b"", self.sample_rate, ())
+        spans = self._pieces(clean, self._phoneme_bound(length_scale))
+        if len(spans) == 1:
+            pcm, phoneme_words, aligned = self._run(clean, config)
+            words = (
+                align_words(clean, phoneme_words, self.count_phoneme_words, len(pcm) // 2)
+                if aligned and phoneme_words
+                else []
+            )
+            return SpeechAudio(pcm, self.sample_rate, tuple(words))
+        return self._synthesize_pieces(clean, spans, config)
+
+    def _synthesize_pieces(self, clean: str, spans: list[tuple[int, int]], config: Any
+                           ) -> SpeechAudio:
+        """The pieces `spans` of `clean` synthesized one after another, on one timeline."""
+        pcm = bytearray()
+        words: list[WordTiming] = []
+        any_aligned = False
+        for start, end in spans:
+            piece = clean[start:end]
+            if not piece.strip():
+                continue  # only whitespace: no words, and Piper would make no audio
+            piece_pcm, phoneme_words, aligned = self._run(piece, config)
+            any_aligned = any_aligned or aligned
+            # A piece without alignments gets the safe bounds align_words gives unmatched
+            # tokens (the whole piece's audio, inexact) rather than dropping every timing.
+            piece_words = align_words(piece, phoneme_words if aligned else [],
+                                      self.count_phoneme_words, len(piece_pcm) // 2)
+            offset = len(pcm) // 2
+            for word in piece_words:
+                moved = dataclasses.replace(
+                    word, char_start=word.char_start + start, char_end=word.char_end + start,
+                    start_sample=word.start_sample + offset, end_sample=word.end_sample + offset)
+                if words and words[-1].char_end == moved.char_start:
+                    # A word longer than a piece was cut between pieces: time it as one.
+                    moved = _joined(clean, words.pop(), moved)
+                words.append(moved)
+            pcm.extend(piece_pcm)
+        # A voice without alignments times nothing, as for text synthesized in one call.
+        return SpeechAudio(bytes(pcm), self.sample_rate, tuple(words) if any_aligned else ())
+
+    def _run(self, text: str, config: Any) -> tuple[bytes, list[PhonemeWord], bool]:
+        """Piper's audio for `text`, its phoneme words, and whether every sentence had
+        alignments."""
         pcm = bytearray()
         phoneme_words: list[PhonemeWord] = []
         aligned = True
@@ -42,18 +110,45 @@ class PiperSpeech:
             else:
                 aligned = False
             pcm.extend(chunk.audio_int16_bytes)
-        samples = len(pcm) // 2
-        words = (
-            align_words(text, phoneme_words, self.count_phoneme_words, samples)
-            if aligned and phoneme_words
-            else []
-        )
-        return SpeechAudio(bytes(pcm), self.sample_rate, tuple(words))
+        return bytes(pcm), phoneme_words, aligned
+
+    def _phoneme_bound(self, length_scale: float | None) -> int:
+        scale = length_scale or self._length_scale or self._voice.config.length_scale or 1.0
+        return max(16, int(MAX_SENTENCE_PHONEMES / max(1.0, float(scale))))
+
+    def _pieces(self, clean: str, phoneme_bound: int) -> list[tuple[int, int]]:
+        """Spans of `clean` to synthesize one at a time: the bounded pieces of
+        `split_speech_text`, each cut further while one of its sentences has more than
+        `phoneme_bound` phonemes (phonemizing is ~1 ms; synthesizing is what costs memory)."""
+        spans: list[tuple[int, int]] = []
+        pending = list(reversed(split_speech_text(clean)))
+        while pending:
+            start, end = pending.pop()
+            piece = clean[start:end]
+            if end - start > 1 and piece.strip() and self._longest_sentence(piece) > phoneme_bound:
+                halves = split_speech_text(piece, max_chars=(end - start) // 2)
+                pending.extend(reversed([(start + s, start + e) for s, e in halves]))
+            else:
+                spans.append((start, end))
+        return spans
+
+    def _longest_sentence(self, text: str) -> int:
+        return max((len(sentence) for sentence in self._voice.phonemize(text)), default=0)
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one voice per process; bounded
     def count_phoneme_words(self, token: str) -> int:
-        """How many spoken words espeak makes of `token` on its own ("7:30" -> 2, "—" -> 0)."""
+        """How many spoken words espeak makes of `token` on its own ("7:30" -> 2, "—" -> 0);
+        characters the voice cannot take count as spaces."""
+        clean = sanitize_for_speech(token)
+        if not clean.strip():
+            return 0
         count = 0
-        for sentence in self._voice.phonemize(token):
+        for sentence in self._voice.phonemize(clean):
             count += len(split_phoneme_words([(p, 1) for p in sentence]))
         return count
+
+
+def _joined(text: str, first: WordTiming, second: WordTiming) -> WordTiming:
+    """One timing for a word synthesized in two pieces: `first` then `second`."""
+    return WordTiming(text[first.char_start:second.char_end], first.char_start, second.char_end,
+                      first.start_sample, second.end_sample, first.exact and second.exact)

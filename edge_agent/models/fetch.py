@@ -1,12 +1,15 @@
 """Downloads: resume with HTTP Range, progress on stderr, sha256 before anything is kept.
 
 Nothing ever lies under a final name unverified: bytes go to `<name>.part`, are checked, then
-renamed (or extracted into a temporary directory that is renamed).
+renamed (or extracted into a temporary directory that is renamed). A server that stops sending
+(or trickles) cannot hang a fetch: no byte for `stall_timeout` seconds, or the whole download
+past its deadline, ends it with the partial file kept for the next try to resume.
 """
 
 from __future__ import annotations
 
 import http.client
+import shutil
 import sys
 import tempfile
 import time
@@ -18,34 +21,63 @@ from pathlib import Path
 from typing import TextIO
 
 from edge_agent.errors import ModelFetchError
-from edge_agent.models.catalog import HASHES_FILE, Catalog, Download, sha256_of
+from edge_agent.models.catalog import Catalog, Download
+from edge_agent.models.hashrecord import check as check_record
+from edge_agent.models.hashrecord import read_record, sha256_of, write_record
 
 ProgressFn = Callable[[str, int, int, float], None]
 
+STALL_TIMEOUT_S = 60.0
+"""No byte for this long ends a download (urllib's timeout is per socket call, so a server that
+sends one byte a minute would otherwise never time out)."""
+MIN_RATE = 50_000.0
+"""Bytes per second below which a whole download is given up (1.1 GB: about 6 hours)..."""
+MIN_DEADLINE_S = 600.0
+"""...but never before this many seconds."""
+
+
+class _TooSlow(Exception):
+    pass
+
 
 def fetch_model(catalog: Catalog, name: str, progress: ProgressFn | None = None,
-                timeout: float = 30.0) -> Path:
-    """Download, verify and install model `name` into the data dir; returns its entry path."""
+                stall_timeout: float = STALL_TIMEOUT_S, deadline_s: float | None = None) -> Path:
+    """Download, verify and install model `name` into the data dir; returns its entry path.
+
+    `deadline_s` bounds each download (default: its remaining bytes at MIN_RATE, at least
+    MIN_DEADLINE_S). Files already installed and intact are kept; damaged ones are fetched again.
+    """
     spec = catalog.spec(name)
     if not spec.downloads:
         hint = f" ({spec.wheel.install})" if spec.wheel else ""
         raise ModelFetchError(f"model '{name}' has no download; it comes from a wheel{hint}")
-    model_dir = catalog.models_dir / spec.name
-    model_dir.mkdir(parents=True, exist_ok=True)
-    for download in spec.downloads:
-        _fetch_one(download, model_dir, progress, timeout)
-    _write_hash_record(model_dir)
+    catalog.make_models_dir()
+    model_dir = catalog.model_dir(spec)
+    if model_dir.exists() and not model_dir.is_dir():
+        raise ModelFetchError(f"{model_dir} is a file, not the model's directory: move it away "
+                              "and run the same command again")
+    try:
+        model_dir.mkdir(exist_ok=True)
+        for download in spec.downloads:
+            _fetch_one(download, model_dir, progress, stall_timeout, deadline_s)
+        write_record(model_dir)
+    except OSError as exc:
+        raise ModelFetchError(
+            f"cannot write in {model_dir}: {exc.strerror or exc} ({exc.filename or model_dir}); "
+            "check free space and permissions, then run the same command to resume") from None
     return catalog.fetched_path(spec)
 
 
 def _fetch_one(download: Download, model_dir: Path, progress: ProgressFn | None,
-               timeout: float) -> None:
-    final = model_dir / download.save_as
-    if final.exists():
-        return
+               stall_timeout: float, deadline_s: float | None) -> None:
+    final = _inside(model_dir, download.save_as)
+    if final.exists() or final.is_symlink():
+        if _installed_ok(download, final, model_dir):
+            return
+        _remove(final)  # damaged, or from an unrecorded try: fetched again
     final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.with_name(final.name + ".part")
-    _download(download, partial, progress, timeout)
+    partial = _inside(model_dir, download.save_as + ".part")
+    _download(download, partial, progress, stall_timeout, deadline_s)
     actual_size = partial.stat().st_size
     if actual_size != download.size:
         partial.unlink()
@@ -60,6 +92,7 @@ def _fetch_one(download: Download, model_dir: Path, progress: ProgressFn | None,
             f"{download.url}: sha256 {digest} does not match the manifest's {download.sha256}; "
             "the download was removed and nothing was installed"
         )
+    final = _inside(model_dir, download.save_as)  # again: nothing was swapped meanwhile
     if download.extract:
         _extract(partial, download.extract, final)
         partial.unlink()
@@ -67,31 +100,78 @@ def _fetch_one(download: Download, model_dir: Path, progress: ProgressFn | None,
         partial.rename(final)
 
 
+def _inside(model_dir: Path, relative: str) -> Path:
+    """`model_dir / relative`, refused unless it resolves inside `model_dir` (the manifest was
+    checked when read; this catches symlinks on disk that lead out)."""
+    try:
+        root = model_dir.resolve()
+        target = (model_dir / relative).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise ModelFetchError(f"{model_dir / relative}: cannot resolve the path ({exc}); remove "
+                              "the links on it and run the same command again") from None
+    if root not in target.parents:
+        raise ModelFetchError(f"{relative!r} resolves to {target}, outside the model's directory "
+                              f"{root}; nothing was written. Remove the link that leads out, or "
+                              "fix save_as in the manifest")
+    return model_dir / relative
+
+
+def _installed_ok(download: Download, final: Path, model_dir: Path) -> bool:
+    """Whether the installed `final` is intact: by the hash record, else (a plain download) by
+    the manifest's sha256."""
+    record = read_record(model_dir)
+    lines = record.under(download.save_as) if record else ()
+    if lines:
+        return not check_record(model_dir, lines, thorough=False)
+    if not download.extract and final.is_file() and not final.is_symlink():
+        return final.stat().st_size == download.size and sha256_of(final) == download.sha256
+    return False
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
 def _download(download: Download, partial: Path, progress: ProgressFn | None,
-              timeout: float) -> None:
+              stall_timeout: float, deadline_s: float | None) -> None:
     have = partial.stat().st_size if partial.exists() else 0
     if have >= download.size:
         return
     request = urllib.request.Request(download.url, headers={"User-Agent": "edge-agent"})
     if have:
         request.add_header("Range", f"bytes={have}-")
+    budget = deadline_s if deadline_s is not None else max(
+        MIN_DEADLINE_S, (download.size - have) / MIN_RATE)
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        # The socket timeout bounds each read; read1 returns whatever one read got, so a
+        # trickle still comes back between bytes and the deadline is checked.
+        with urllib.request.urlopen(request, timeout=stall_timeout) as response:
             if have and response.status != 206:
                 have = 0  # the server ignored the Range header: start over
             with partial.open("ab" if have else "wb") as out:
                 received = have
-                while block := response.read(1 << 16):
+                while block := response.read1(1 << 16):
                     out.write(block)
                     received += len(block)
                     if progress:
                         progress(download.save_as, received, download.size,
                                  time.monotonic() - started)
-    except (urllib.error.URLError, http.client.HTTPException, OSError, TimeoutError) as exc:
+                    if time.monotonic() - started > budget and received < download.size:
+                        raise _TooSlow
+    except _TooSlow:
         raise ModelFetchError(
-            f"{download.url}: download failed ({exc}); {_resume_note(partial, download)}"
-        ) from None
+            f"{download.url}: too slow: not done after {budget:g} s; "
+            f"{_resume_note(partial, download)}") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        what = (f"stalled: no data for {stall_timeout:g} s" if isinstance(reason, TimeoutError)
+                else f"download failed ({exc})")
+        raise ModelFetchError(
+            f"{download.url}: {what}; {_resume_note(partial, download)}") from None
     got = partial.stat().st_size
     if got < download.size:
         raise ModelFetchError(
@@ -122,16 +202,6 @@ def _extract(archive: Path, member: str, final: Path) -> None:
             (Path(scratch) / member.rstrip("/")).rename(final)
     except zipfile.BadZipFile as exc:
         raise ModelFetchError(f"{archive.name} is not a valid zip archive: {exc}") from None
-
-
-def _write_hash_record(model_dir: Path) -> None:
-    lines = []
-    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
-        relative = path.relative_to(model_dir)
-        if relative.name == HASHES_FILE or relative.suffix == ".part":
-            continue
-        lines.append(f"{sha256_of(path)}  {relative.as_posix()}")
-    (model_dir / HASHES_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def progress_bar(stream: TextIO | None = None) -> ProgressFn:
