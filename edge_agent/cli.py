@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import math
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +119,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _log_to_stderr()
+    with _log_to_stderr():
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         _check_outputs(args)
@@ -168,13 +174,23 @@ class _StderrLines(logging.Handler):
         print(f"edge-agent: {record.levelname.lower()}: {text}", file=sys.stderr, flush=True)
 
 
-def _log_to_stderr() -> None:
-    """Warnings (a suspicious config value, a damaged model copy) go to stderr, one line each."""
+@contextlib.contextmanager
+def _log_to_stderr() -> Iterator[None]:
+    """Warnings (a suspicious config value, a damaged model copy) go to stderr, one line each,
+    and only there: a library that configures the root logger on import (onnxruntime's
+    quantization module does) must not print them twice. Restored on return, so `main` can be
+    called in-process."""
     logger = logging.getLogger("edge_agent")
-    if not any(isinstance(h, _StderrLines) for h in logger.handlers):
-        logger.addHandler(_StderrLines())
-        logger.propagate = False
+    handler = _StderrLines()
+    saved = logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate = False
     logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate, logger.level = saved
 
 
 def _write_record(record: dict[str, Any], path: Path | None) -> None:

@@ -9,7 +9,6 @@ before any device is opened, so neither a sound card nor PulseAudio is needed.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import subprocess
@@ -30,27 +29,12 @@ from edge_agent.audio.portaudio_start import (
 )
 from edge_agent.audio.pyaudio_io import find_device
 from edge_agent.errors import AudioDeviceError
+from tests.test_run_pulseaudio import write_scripted_config
 
 REPO = Path(__file__).resolve().parent.parent
 AUDIO_DEVICE_ERROR = 5  # AudioDeviceError.exit_code
 
 GARBAGE = "this is { not an ALSA configuration @@@ ]]\n"
-
-
-def _config(tmp_path: Path) -> Path:
-    """A run that needs no model before the audio devices open: scripted replies, no greeting."""
-    script = tmp_path / "replies.toml"
-    script.write_text('replies = ["Hello."]\n', encoding="utf-8")
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(
-        f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
-        "[llm]\n"
-        'engine = "scripted"\n'
-        f"script = {json.dumps(str(script))}\n"
-        "[turns]\n"
-        'greeting = ""\n',
-        encoding="utf-8")
-    return config
 
 
 def _allow_core_dumps() -> None:
@@ -73,7 +57,7 @@ def _run(tmp_path: Path, **env_changes: str | None) -> subprocess.CompletedProce
     work = tmp_path / "cwd"  # where a core file would be written
     work.mkdir()
     return subprocess.run(
-        [sys.executable, "-m", "edge_agent.cli", "--config", str(_config(tmp_path)), "run",
+        [sys.executable, "-m", "edge_agent.cli", "--config", str(write_scripted_config(tmp_path)), "run",
          "--duration", "1"],
         env=env, cwd=work, capture_output=True, text=True, timeout=120, check=False,
         preexec_fn=_allow_core_dumps)

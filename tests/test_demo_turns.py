@@ -16,14 +16,15 @@ from edge_agent.bench.wer import normalize
 pytestmark = pytest.mark.models
 
 
-def _demo(tmp_path: Path, call: str, config: str = "") -> dict[str, Any]:
+def _demo(tmp_path: Path, call: str, config: str = "", *options: str) -> dict[str, Any]:
     out = tmp_path / "session.json"
     settings = tmp_path / "edge-agent.toml"
     settings.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n{config}",
                         encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "edge_agent", "--config", str(settings), "demo", "--call", call,
-         "--json", str(out)], capture_output=True, text=True, timeout=240, check=False)
+         "--json", str(out), *options], capture_output=True, text=True, timeout=240,
+        check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     record["stdout"] = done.stdout
@@ -73,8 +74,10 @@ def test_a_booking_made_by_a_tool_stays_in_history_when_its_confirmation_is_cut(
         tmp_path: Path) -> None:
     import sqlite_utils
 
-    record = _demo(tmp_path, "booking")
-    rows = list(sqlite_utils.Database(tmp_path / "data" / "edge-agent.db")["bookings"].rows)
+    database = tmp_path / "call.db"  # a demo's bookings go to its own database, never the data dir
+    record = _demo(tmp_path, "booking", "", "--db", str(database))
+    assert not (tmp_path / "data" / "edge-agent.db").exists()
+    rows = list(sqlite_utils.Database(database)["bookings"].rows)
     assert [(r["time"], r["people"]) for r in rows] == [("7 PM", 4)]
     roles = [t["role"] for t in record["turns"]]
     assert roles[:2] == ["user", "tool"], record["turns"]

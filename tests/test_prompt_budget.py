@@ -20,7 +20,6 @@ from edge_agent.engines.llm import LlamaLanguageModel
 from edge_agent.engines.prompt_budget import (
     ELLIPSIS,
     TokenCounter,
-    fit_messages,
     fit_prompt,
     head,
     tail,
@@ -115,7 +114,7 @@ def checked_fit(messages: list[ChatMessage], count: TokenCounter, budget: int) -
 
     if count(skeleton(messages)) > budget:
         with pytest.raises(EngineError, match=r"raise llm\.context_tokens or lower llm\.max_tokens"):
-            fit_messages(messages, counting, budget)
+            fit_prompt(messages, counting, budget)
         return
     fit = fit_prompt(messages, counting, budget)
     out = fit.messages
@@ -210,12 +209,12 @@ def test_infeasible_budgets_say_what_to_configure() -> None:
     messages: list[ChatMessage] = [{"role": "system", "content": "x"},
                                    {"role": "user", "content": "y"}]
     assert words(skeleton(messages)) == 8
-    assert fit_messages(messages, words, 8)[1]["content"] == ""
+    assert fit_prompt(messages, words, 8).messages[1]["content"] == ""
     with pytest.raises(EngineError, match=r"budget of 7 tokens.*takes 8; raise llm\."):
-        fit_messages(messages, words, 7)
+        fit_prompt(messages, words, 7)
     with pytest.raises(EngineError):
-        fit_messages([], words, 1)
-    assert fit_messages([], words, 2) == []
+        fit_prompt([], words, 1)
+    assert fit_prompt([], words, 2).messages == []
 
 
 def test_cuts_stop_at_word_boundaries_when_near() -> None:

@@ -42,7 +42,9 @@ def _edge_agent() -> list[str]:
     return [sys.executable, "-m", "edge_agent"]
 
 
-def _write_config(tmp_path: Path, replies: tuple[str, ...] = (REPLY,)) -> Path:
+def write_scripted_config(tmp_path: Path, replies: tuple[str, ...] = (REPLY,)) -> Path:
+    """A config for `run` that loads no model before the devices open: scripted replies, no
+    greeting."""
     script = tmp_path / "replies.toml"
     script.write_text(f"replies = {json.dumps(list(replies))}\n", encoding="utf-8")
     config = tmp_path / "edge-agent.toml"
@@ -108,7 +110,7 @@ class _Lines:
 
 def test_run_converses_through_pulseaudio(pulse_audio: pulse.PulseServer,
                                           tmp_path: Path) -> None:
-    config = _write_config(tmp_path)
+    config = write_scripted_config(tmp_path)
     wav = _caller_wav(tmp_path / "caller.wav")
     record = tmp_path / "session.json"
     recording = tmp_path / "speaker.raw"
@@ -184,7 +186,7 @@ def _has_sound_card() -> bool:
 def test_run_without_audio_device_fails_cleanly(tmp_path: Path) -> None:
     """No PulseAudio reachable (PULSE_SERVER names a missing socket, no autospawn) and no ALSA
     card: a one-line error naming the audio device, a nonzero exit, no traceback, no hang."""
-    config = _write_config(tmp_path)
+    config = write_scripted_config(tmp_path)
     env = pulse.unreachable_env(tmp_path / "nopulse")
     env.pop("EDGE_AGENT_CONFIG", None)
     started = time.monotonic()
@@ -211,7 +213,7 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
         pulse_audio: pulse.PulseServer, tmp_path: Path) -> None:
     """Caller audio comes from paplay processes into the virtual microphone while the agent
     plays through PyAudio: "okay" pauses and resumes it, "wait, stop" cuts it."""
-    config = _write_config(tmp_path, (LONG_REPLY, "Okay."))
+    config = write_scripted_config(tmp_path, (LONG_REPLY, "Okay."))
     question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
     okay = _caller_wav(tmp_path / "okay.wav", "Okay.", 0.2)
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)

@@ -73,16 +73,11 @@ class Fit:
         return bool(self.dropped or self.system_cut or self.last_cut)
 
 
-def fit_messages(messages: Sequence[ChatMessage], count_tokens: TokenCounter, budget: int, *,
-                 advice: str = ADVICE) -> list[ChatMessage]:
-    """`messages` fitted to `budget` tokens (see the module's policy); the same messages
-    when they fit. Raises EngineError, ending with `advice`, when no prompt can fit."""
-    return fit_prompt(messages, count_tokens, budget, advice=advice).messages
-
-
 def fit_prompt(messages: Sequence[ChatMessage], count_tokens: TokenCounter, budget: int, *,
                advice: str = ADVICE) -> Fit:
-    """`fit_messages`, reporting what was dropped and cut."""
+    """`messages` fitted to `budget` tokens (see the module's policy; the same messages when
+    they fit), with what was dropped and cut. Raises EngineError, ending with `advice`, when
+    no prompt can fit."""
     whole = list(messages)
     tokens = count_tokens(whole)
     if tokens <= budget:
