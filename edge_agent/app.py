@@ -110,8 +110,8 @@ def _fix_hint(config: Config, catalog: Catalog, kind: str) -> Iterator[None]:
 
 def _piper(config: Config, voice: Path) -> PiperSpeech:
     voice_config = voice.with_name(voice.name + ".json")
-    return PiperSpeech(voice, voice_config if voice_config.exists() else None,
-                       config.tts.length_scale)
+    return PiperSpeech.load(voice, voice_config if voice_config.exists() else None,
+                       config.tts.length_scale, threads=config.tts.threads)
 
 
 def _recognizer(config: Config, model: Path) -> SpeechRecognizer:

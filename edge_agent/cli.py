@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent import __version__
+from edge_agent.cli_doctor import add_parser as add_doctor_parser
+from edge_agent.cli_doctor import run as run_doctor
 from edge_agent.cli_memory import add_parsers as add_memory_parsers
 from edge_agent.cli_memory import run as run_memory_command
+from edge_agent.cli_service import add_parsers as add_service_parsers
+from edge_agent.cli_service import run as run_service_command
 from edge_agent.config import Config, load_config
 from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.jsonfile import check_writable, write_json
@@ -92,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="results file (default: bench-stt.json)")
 
     add_memory_parsers(commands)
+    add_doctor_parser(commands)
+    add_service_parsers(commands)
 
     memory = benchmarks.add_parser(
         "memory", help="prompt assembly and first token at turns 5/100/300, commit cost, "
@@ -103,6 +109,14 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--seed", type=int, default=1, help="random seed for the kill times")
     memory.add_argument("--json", type=Path, default=Path("bench-memory.json"),
                         help="results file (default: bench-memory.json)")
+
+    service = benchmarks.add_parser(
+        "service", help="the agent as a service: start to READY, idle CPU and RSS, watchdog "
+                        "pings, recovery after the microphone returns (private PulseAudio)")
+    service.add_argument("--idle", type=_seconds, default=20.0,
+                         help="seconds the idle agent is watched (default 20)")
+    service.add_argument("--json", type=Path, default=Path("bench-service.json"),
+                         help="results file (default: bench-service.json)")
 
     models = commands.add_parser("models", help="list, fetch and verify models")
     actions = models.add_subparsers(dest="action", required=True)
@@ -125,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     try:
+        if args.command == "doctor":  # a broken config is one of its findings, not its end
+            return run_doctor(None, args)
         config = load_config(args.config)
+        logging.getLogger("edge_agent").setLevel(config.log.level.upper())
         _check_outputs(args)
         if args.command == "demo":
             return _demo(config, args)
@@ -133,10 +150,12 @@ def _main(args: argparse.Namespace) -> int:
             return _run(config, args)
         if args.command in ("sessions", "memory"):
             return run_memory_command(config, args)
+        if args.command == "service":
+            return run_service_command(config, args)
         if args.command == "bench":
             bench = {"heard": _bench_heard, "latency": _bench_latency,
                      "backchannel": _bench_backchannel, "stt": _bench_stt,
-                     "memory": _bench_memory}[args.benchmark]
+                     "memory": _bench_memory, "service": _bench_service}[args.benchmark]
             result, figures = bench(config, args)
             write_json(result, args.json)
             print(figures)
@@ -215,15 +234,24 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
 def _run(config: Config, args: argparse.Namespace) -> int:
     from edge_agent.datadir import data_dir_lock
     from edge_agent.runner import run_live
+    from edge_agent.service.notify import SystemdNotifier
+
+    notifier = SystemdNotifier()  # does nothing unless systemd gave a notify socket
+    quiet = logging.getLogger("edge_agent").getEffectiveLevel() > logging.INFO
+
+    def printer(line: str) -> None:
+        if not quiet:  # conversation lines are info: [log] level = "warning" keeps them out
+            print(line, flush=True)
 
     async def live() -> SessionRecord:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        print("edge-agent: loading models and opening audio devices...", flush=True)
-        return await run_live(config, stop, printer=lambda line: print(line, flush=True),
-                              max_seconds=args.duration, audio_dir=args.audio_dir)
+        printer("edge-agent: loading models and opening audio devices...")
+        notifier.status("loading models and opening audio devices")
+        return await run_live(config, stop, printer=printer, max_seconds=args.duration,
+                              audio_dir=args.audio_dir, notifier=notifier)
 
     with data_dir_lock(config):
         record = asyncio.run(live())
@@ -337,6 +365,24 @@ def _bench_memory(config: Config, args: argparse.Namespace) -> tuple[dict[str, A
     print(f"edge-agent bench memory: {args.turns} turns, {args.kills} SIGKILL(s)", flush=True)
     result = run_memory(config, model, args.turns, args.kills, args.seed,
                         lambda line: print(line, flush=True))
+    return result, table(result)
+
+
+def _bench_service(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.service import run_service, table
+
+    print(f"edge-agent bench service: the agent on a private PulseAudio server, idle "
+          f"{args.idle:.0f} s, then its microphone pulled and given back", flush=True)
+    from edge_agent.audio.pulse_rig import PulseUnavailable
+    from edge_agent.errors import AudioDeviceError, EngineError
+
+    try:
+        figures = run_service(config, args.idle, lambda line: print(line, flush=True))
+    except PulseUnavailable as exc:
+        raise AudioDeviceError(f"the benchmark's private PulseAudio server: {exc}") from None
+    except RuntimeError as exc:
+        raise EngineError(f"the agent under test: {exc}") from None
+    result = {"benchmark": "service", "figures": figures}
     return result, table(result)
 
 

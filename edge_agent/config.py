@@ -90,6 +90,8 @@ class TtsConfig:
     """Piper voice: a name from `edge-agent models list` or a path to a voice .onnx file."""
     length_scale: float = 1.0
     """Speaking rate: above 1 slower, below 1 faster."""
+    threads: int = 1
+    """CPU threads for the voice (onnxruntime)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,15 @@ class HeardConfig:
 
 
 @dataclass(frozen=True)
+class LogConfig:
+    level: str = "info"
+    """Least important messages logged: "debug", "info", "warning" or "error"."""
+    transcripts: bool = False
+    """Log what callers and the agent said (`run`); off, a log line says only how many words:
+    a public kiosk's journal should not hold its callers' words."""
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: str = "~/.local/share/edge-agent"
     """Where fetched models and session data live."""
@@ -188,6 +199,7 @@ class Config:
     session: SessionConfig = field(default_factory=SessionConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    log: LogConfig = field(default_factory=LogConfig)
     source: str = "(built-in defaults)"
     """The file this came from (not a TOML key)."""
 
@@ -251,6 +263,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "heard.policy": ("completed", "started"),
     "turns.language": ("en", "es", "hi", "fr", "de", "any"),
     "session.start": ("immediate", "speech", "wake"),
+    "log.level": ("debug", "info", "warning", "error"),
 }
 _SILENCE = Bounds(64, 10000, advised=(150, 3000),
                   advice="the agent answers too soon (cutting people off) or waits seconds")
@@ -274,6 +287,7 @@ _BOUNDS: dict[str, Bounds] = {
                               advice="replies above ~1.2 turn incoherent"),
     "llm.threads": Bounds(1, 64),
     "stt.threads": Bounds(1, 64),
+    "tts.threads": Bounds(1, 64),
     "tts.length_scale": Bounds(0.3, 3.0, advised=(0.6, 1.8),
                                advice="speech becomes hard to follow"),
     "turns.barge_in_min_ms": Bounds(0, 5000, advised=(0, 1500),

@@ -99,3 +99,10 @@ class AlreadyRunningError(EdgeAgentError):
     """Another live agent holds the data directory."""
 
     exit_code = 9
+
+
+class ServiceError(EdgeAgentError):
+    """The service cannot be installed or removed here (not root, no systemd, a command
+    failed)."""
+
+    exit_code = 10

@@ -195,8 +195,26 @@ class SpeculationCancelled:
     turn: int
     """The turn it was for."""
     reason: str
-    """"speech resumed", "words changed" (the final transcript differs), "history changed" or
-    "reply stopped" (cut before it started)."""
+    """"speech resumed", "words changed" (the final transcript differs), "history changed",
+    "reply stopped" (cut before it started) or "preparation failed" (an engine failed while
+    preparing: the answer is generated again)."""
+
+
+@dataclass(frozen=True)
+class ReplyFailed:
+    """An engine failed while the agent answered; the loop goes on. What had played of the
+    reply is recorded as heard, the rest is dropped, and the fallback line is said instead."""
+
+    turn: int
+    """The user turn being answered (0: the greeting)."""
+    stage: str
+    """What failed: "llm", "tts" or "tool" ("reply": the reply's own work, no engine)."""
+    error: str
+    """The exception, as "Type: message"."""
+    recovery: str
+    """What the agent does about it: "fallback" (says the fallback line), "retry" (a
+    speculative preparation failed: the answer is generated again) or "silent" (nothing more
+    this turn: the fallback failed too, or it was the greeting)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +229,7 @@ Event = (
     UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
     | UnitFinalized | LlmRequest | ToolUsed | Backchannel | EchoIgnored | CallerSpoke
     | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | TurnStage
-    | SpeculationCancelled | Notice
+    | SpeculationCancelled | ReplyFailed | Notice
 )
 
 

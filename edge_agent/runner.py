@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_r
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.llm import ScriptedLanguageModel
 from edge_agent.events import EventLog, LoggedEvent, Notice
+from edge_agent.service.notify import SystemdNotifier, supervised
+from edge_agent.service.status import LISTENING, device_status, status_after
 from edge_agent.session import SessionRecord
 
 Printer = Callable[[str], None]
@@ -40,15 +43,47 @@ IDLE_TO_END = 1.5
 """Seconds the demo waits with nothing happening after the last caller line before it ends."""
 
 
-async def _print_events(queue: asyncio.Queue[LoggedEvent], printer: Printer) -> None:
+@dataclass
+class Reporter:
+    """Where a run's events go: one console line each and, under systemd, the STATUS line."""
+
+    printer: Printer = print
+    transcripts: bool = True
+    """Show what was said; else only how many words (a public kiosk's journal)."""
+    notifier: SystemdNotifier | None = None
+    session: Callable[[], str | None] | None = None
+    """The open session's id, put at the start of every line (a journal mixes sessions)."""
+
+    down: set[str] = field(default_factory=set)
+    """Devices that are gone: while one is, STATUS keeps saying so."""
+
+    def event(self, entry: LoggedEvent) -> None:
+        line = describe(entry, self.transcripts)
+        if line:
+            self.say(line)
+        status = status_after(entry.event)
+        if status is not None and self.notifier is not None and not self.down:
+            self.notifier.status(status)
+
+    def device(self, device: str, state: str) -> None:
+        """`device` ("microphone", "speaker") is "lost", "waiting" or "back"."""
+        if state == "back":
+            self.down.discard(device)
+        else:
+            self.down.add(device)
+        if self.notifier is not None:
+            shown = sorted(self.down)
+            self.notifier.status(device_status(shown[0], "lost") if shown
+                                 else device_status(device, "back"))
+
+    def say(self, line: str) -> None:
+        session = self.session() if self.session is not None else None
+        self.printer(f"[session {session}] {line}" if session else line)
+
+
+async def _report_events(queue: asyncio.Queue[LoggedEvent], reporter: Reporter) -> None:
     while True:
-        _print(await queue.get(), printer)
-
-
-def _print(entry: LoggedEvent, printer: Printer) -> None:
-    line = describe(entry)
-    if line:
-        printer(line)
+        reporter.event(await queue.get())
 
 
 async def run_demo(config: Config, call: CallScript, printer: Printer = print,
@@ -92,7 +127,8 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
             left = max_seconds - (clock.now() - started)
             await _until_first(talking, _idle(talk, log, clock), clock, left)
 
-        return await _session(talk, log, memory, printer, call_then_idle, unit_audio)
+        return await _session(talk, log, memory, Reporter(printer), call_then_idle,
+                              unit_audio)
 
 
 def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
@@ -100,12 +136,12 @@ def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[
             for line in call.lines]
 
 
-async def _session(conversation: Conversation, log: EventLog, memory: Memory, printer: Printer,
-                   hold: Callable[[asyncio.Task[None]], Awaitable[None]],
+async def _session(conversation: Conversation, log: EventLog, memory: Memory,
+                   reporter: Reporter, hold: Callable[[asyncio.Task[None]], Awaitable[None]],
                    unit_audio: UnitAudioWriter | None) -> SessionRecord:
     """Converse while `hold` runs, then stop (finalizing what is open) and read the record."""
     events = log.subscribe()
-    printing = asyncio.create_task(_print_events(events, printer))
+    printing = asyncio.create_task(_report_events(events, reporter))
     talking = asyncio.create_task(conversation.run())
     try:
         await hold(talking)
@@ -115,10 +151,10 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory, pr
             await talking
         printing.cancel()
         while not events.empty():  # what happened last is said too
-            _print(events.get_nowait(), printer)
+            reporter.event(events.get_nowait())
         if unit_audio is not None:
             written = await asyncio.to_thread(unit_audio.close)
-            printer(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
+            reporter.say(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
         record = await close_memory(memory)
     return record
 
@@ -158,34 +194,56 @@ async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None
 async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print,
                    max_seconds: float | None = None, audio_dir: Path | None = None,
                    companion: Callable[[EventLog, Engines], Awaitable[None]] | None = None,
-                   loaded: tuple[Engines, dict[str, str]] | None = None) -> SessionRecord:
+                   loaded: tuple[Engines, dict[str, str]] | None = None,
+                   notifier: SystemdNotifier | None = None) -> SessionRecord:
     """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass). With a
     `companion` (a benchmark's caller), until it is done and the conversation is idle.
-    `loaded`: engines already loaded, with their names (else the config's are loaded)."""
+    `loaded`: engines already loaded, with their names (else the config's are loaded).
+    `notifier` (systemd's, when run as a service) hears READY=1 once the models are loaded and
+    the devices open, STATUS= lines as the conversation goes, and watchdog pings from this
+    loop."""
     from edge_agent.audio.portaudio_start import open_pyaudio
-    from edge_agent.audio.pyaudio_io import PyAudioMicrophone, PyAudioSpeaker, find_device
+    from edge_agent.audio.pyaudio_io import find_device
+    from edge_agent.audio.resilient import PortAudioHost, ResilientMicrophone
+    from edge_agent.audio.resilient_speaker import ResilientSpeaker
 
     clock = MonotonicClock()
     parts = conversation_parts(config)
-    pa = open_pyaudio()
+    host = PortAudioHost(open_pyaudio(), clock)
+    reporter = Reporter(printer, config.log.transcripts, notifier)
+    logs: list[EventLog] = []  # the log exists once the models are loaded
+
+    def on_state(device: str, state: str, detail: str) -> None:
+        line = f"{device} {state}: {detail}"
+        if logs:
+            logs[0].publish(Notice(line))
+        else:
+            reporter.say(f"edge-agent: {line}")
+        reporter.device(device, state)
+
     try:
-        in_dev = find_device(pa, config.audio.input_device, output=False)
-        out_dev = find_device(pa, config.audio.output_device, output=True)
+        mic = ResilientMicrophone(host, config.audio.input_device, clock, on_state)
+        find_device(host.pa, config.audio.output_device, output=True)  # before models load
         if loaded is None:
             loaded = await asyncio.to_thread(build_engines, config)
         engines, names = loaded
-        mic = PyAudioMicrophone(pa, in_dev)
-        speaker = PyAudioSpeaker(pa, out_dev, engines.tts.sample_rate, clock)
+        speaker = ResilientSpeaker(host, config.audio.output_device, engines.tts.sample_rate,
+                                   clock, on_state)
         log = EventLog(clock)
+        logs.append(log)
         summarizer = await asyncio.to_thread(
             build_summarizer, config, isinstance(engines.llm, ScriptedLanguageModel))
         memory = await open_memory(config, parts, log, names, summarizer)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio)
+        reporter.session = lambda: memory.conversation.session_id
 
         async def until_stopped(talking: asyncio.Task[None]) -> None:
             printer("edge-agent: listening (Ctrl-C to stop)")
+            if notifier is not None:
+                notifier.ready()
+                notifier.status(LISTENING)
             if companion is None:
                 await _until_first(talking, stop.wait(), clock, max_seconds)
                 return
@@ -193,8 +251,9 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
 
         try:
-            return await _session(talk, log, memory, printer, until_stopped, unit_audio)
+            async with supervised(notifier or SystemdNotifier({})):
+                return await _session(talk, log, memory, reporter, until_stopped, unit_audio)
         finally:
             speaker.close()
     finally:
-        pa.terminate()
+        host.terminate()

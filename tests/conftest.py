@@ -29,7 +29,7 @@ def piper(model_path):  # type: ignore[no-untyped-def]
     from edge_agent.engines.tts import PiperSpeech
 
     voice = model_path("joe-medium")
-    return PiperSpeech(voice, voice.with_name(voice.name + ".json"))
+    return PiperSpeech.load(voice, voice.with_name(voice.name + ".json"))
 
 
 def has_module(name: str) -> bool:

@@ -87,12 +87,19 @@ Reply = str | Sequence[str | ToolCall]
 
 class FakeLanguageModel:
     """Replies (one per request) from a list; records every request, the tools offered and
-    every prewarm."""
+    every prewarm.
+
+    `fail_after(n)` says how many pieces the n-th request (1 = the first; speculative requests,
+    withdrawn or not, count) yields before it raises `RuntimeError`; None: it does not fail.
+    A failed request used up its reply (withdrawing it puts the reply back)."""
 
     def __init__(self, replies: Sequence[Reply],
-                 on_request: Callable[[list[ChatMessage]], None] | None = None) -> None:
+                 on_request: Callable[[list[ChatMessage]], None] | None = None,
+                 fail_after: Callable[[int], int | None] | None = None) -> None:
         self._replies = list(replies)
         self._on_request = on_request
+        self._fail_after = fail_after
+        self._streams = 0
         self.requests: list[list[ChatMessage]] = []
         self.tools_offered: list[list[ToolSpec]] = []
         self.prewarmed: list[list[ChatMessage]] = []
@@ -115,23 +122,38 @@ class FakeLanguageModel:
             self._on_request(messages)
         reply = self._replies.pop(0) if self._replies else ""
         self._answered.append(reply)
-        for part in [reply] if isinstance(reply, str) else reply:
-            if isinstance(part, ToolCall):
-                yield part
-            else:
-                yield from re.findall(r"\S+\s*", part)
+        self._streams += 1
+        fail_after = self._fail_after(self._streams) if self._fail_after is not None else None
+        pieces = [piece for part in ([reply] if isinstance(reply, str) else reply)
+                  for piece in ([part] if isinstance(part, ToolCall)
+                                else re.findall(r"\S+\s*", part))]
+        for count, piece in enumerate(pieces):
+            if count == fail_after:
+                break
+            yield piece
+        if fail_after is not None:
+            raise RuntimeError(f"the model failed on request {self._streams}")
 
 
 class FakeSpeech:
-    """Every token takes `word_ms` of audio (a constant tone), followed by `gap_ms` of silence."""
+    """Every token takes `word_ms` of audio (a constant tone), followed by `gap_ms` of silence.
 
-    def __init__(self, sample_rate: int = 16000, word_ms: int = 300, gap_ms: int = 100) -> None:
+    Synthesizing a text for which `fail_when` is true raises `RuntimeError` (the text goes to
+    `failed`, not to `synthesized`); `fail_when` may be changed between calls."""
+
+    def __init__(self, sample_rate: int = 16000, word_ms: int = 300, gap_ms: int = 100,
+                 fail_when: Callable[[str], bool] | None = None) -> None:
         self.sample_rate = sample_rate
         self._word = sample_rate * word_ms // 1000
         self._gap = sample_rate * gap_ms // 1000
         self.synthesized: list[str] = []
+        self.failed: list[str] = []
+        self.fail_when = fail_when
 
     def synthesize(self, text: str) -> SpeechAudio:
+        if self.fail_when is not None and self.fail_when(text):
+            self.failed.append(text)
+            raise RuntimeError(f"the voice failed on {text!r}")
         self.synthesized.append(text)
         words = []
         position = 0

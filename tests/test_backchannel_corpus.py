@@ -28,7 +28,7 @@ two of slack below the worst run; a lexicon or recognizer regression costs more.
 @pytest.fixture(scope="module", params=["moonshine", "pocketsphinx"])
 def result(model_path: Any, request: pytest.FixtureRequest) -> dict[str, Any]:
     voice = model_path("joe-medium")
-    tts = PiperSpeech(voice, voice.with_name(voice.name + ".json"))
+    tts = PiperSpeech.load(voice, voice.with_name(voice.name + ".json"))
     stt = (MoonshineRecognizer(model_path("moonshine-base-en")) if request.param == "moonshine"
            else PocketSphinxRecognizer(model_path("pocketsphinx-en-us")))
     result = run_corpus(tts, stt, LexiconClassifier(), load_corpus())

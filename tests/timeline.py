@@ -53,12 +53,15 @@ class Harness:
     summarizer: Summarizer | None = None
     on_request: Callable[[list[ChatMessage]], None] | None = None
     """Called with each request's messages as the fake model receives it."""
+    llm_fail_after: Callable[[int], int | None] | None = None
+    """Which model requests fail, after how many pieces (`FakeLanguageModel`)."""
     wall: Callable[[], datetime] = utc_now
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
         self.speaker = VirtualSpeaker(self.clock, self.tts.sample_rate)
-        self.llm = FakeLanguageModel(self.replies, on_request=self.on_request)
+        self.llm = FakeLanguageModel(self.replies, on_request=self.on_request,
+                                     fail_after=self.llm_fail_after)
         self.log = EventLog(self.clock)
         defaults = conversation_settings(Config())
         turns = {k: v for k, v in self.overrides.items() if k in TURN_RULES}

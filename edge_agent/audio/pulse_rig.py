@@ -14,6 +14,8 @@ Devices:
 - `drain`    throwaway null sink; a `module-loopback` (latency_msec=20) from each null sink's
              monitor into it keeps the sinks from idling (else the first PortAudio stream can
              stall 1–2 s).
+- `usbmic`, `usbspeaker` (with `hotplug=True`) devices that tests unplug and plug back
+             (`unplug`/`plug`), reached through the ALSA PCMs of the same names: see `_HOTPLUG`.
 - `tap`      (with `tap=True`) a stereo 16 kHz null sink: the microphone's audio on the left,
              the speaker's on the right, through two identical loopbacks, so both sides of a
              conversation are recorded on one clock (`record_tap()`). Measured: a click reaching
@@ -73,6 +75,22 @@ load-module module-loopback source=speaker.monitor sink=tap latency_msec=20 chan
 channel_map=front-right source_dont_move=true sink_dont_move=true
 """
 
+_HOTPLUG = """load-module module-null-sink sink_name=usbspeaker rate={speaker_rate} channels=1 \
+format=s16le sink_properties=device.description=usbspeaker
+load-module module-remap-source master=micsink.monitor source_name=usbmic \
+source_properties=device.description=usbmic
+"""
+"""Devices a test can pull out from under a client, like a USB headset. They are not the defaults
+on purpose: PulseAudio moves every stream that follows the default device to the new default
+when the default changes (`pa_core_update_default_source`), so unloading a default device is
+never seen by its clients. A named device with `rescue-streams = no` (`_DAEMON_HOTPLUG`) is the
+case where PulseAudio kills the client's stream instead, which is what a USB device with no
+other device to fall back on looks like (measured: the PortAudio stream goes inactive)."""
+_ALSA_HOTPLUG = """pcm.usbmic { type pulse device "usbmic" }
+pcm.usbspeaker { type pulse device "usbspeaker" }
+"""
+_DAEMON_HOTPLUG = "rescue-streams = no\n"
+
 _ALSA = """\
 # Generated for tests: the system configuration, then ALSA "default" = the test PulseAudio.
 <{system}>
@@ -96,6 +114,8 @@ class PulseServer:
     env: dict[str, str]
     pid: int | None = None
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _launch: tuple[Path, dict[str, str], float] | None = None
+    """(script, server environment, timeout) that `start` launched it with."""
 
     @property
     def log(self) -> str:
@@ -145,6 +165,84 @@ class PulseServer:
             yield path
         finally:
             stop(proc)
+
+    def unplug(self, device: str) -> tuple[str, str]:
+        """Unload the module that provides sink or source `device` (its streams are killed,
+        with a `hotplug=True` server); returns (module name, arguments) for `plug`."""
+        for kind in ("sinks", "sources"):
+            for line in self.pactl("list", "short", kind).splitlines():
+                cols = line.split("\t")
+                if len(cols) > 2 and cols[1] == device:
+                    owner = self._owner_module(kind, cols[0])
+                    for module in self.pactl("list", "short", "modules").splitlines():
+                        index, name, args = [*module.split("\t"), "", ""][:3]
+                        if index == owner:
+                            self.pactl("unload-module", index)
+                            return name, args
+        raise RuntimeError(f"no sink or source named {device!r}")
+
+    def plug(self, module: tuple[str, str]) -> None:
+        """Load a module that `unplug` returned: the device is back, under the same name."""
+        name, args = module
+        self.pactl("load-module", name, *args.split())
+
+    def _owner_module(self, kind: str, index: str) -> str:
+        key = "Sink #" if kind == "sinks" else "Source #"
+        for block in self.pactl("list", kind).split("\n\n"):
+            if block.lstrip().startswith(f"{key}{index}\n"):
+                for line in block.splitlines():
+                    if line.strip().startswith("Owner Module:"):
+                        return line.split(":", 1)[1].strip()
+        raise RuntimeError(f"cannot find the module that owns {kind} #{index}")
+
+    def restart(self) -> None:
+        """(Re)start the server from the script `start` wrote: the same socket, the same
+        devices (those unplugged are back). Returns once it answers with its defaults set."""
+        assert self._launch is not None, "only a server from `start` can be restarted"
+        script, server_env, timeout = self._launch
+        runtime = self.root / "runtime"
+        cmd = ["pulseaudio", "-n", "-F", str(script), "--daemonize=yes", "--exit-idle-time=-1",
+               "--disallow-exit", "--use-pid-file=yes", "--system=no", "--disable-shm=no",
+               f"--log-target=file:{self.root / 'pulse.log'}", "--log-level=notice"]
+        try:
+            done = subprocess.run(cmd, env=server_env, capture_output=True, text=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise PulseUnavailable(
+                f"`{' '.join(cmd)}` did not return within {timeout:.0f} s") from None
+        with contextlib.suppress(OSError, ValueError):
+            self.pid = int((runtime / "pid").read_text().split()[0])
+        if done.returncode != 0:
+            self.close()
+            raise PulseUnavailable(
+                f"pulseaudio failed to start (exit {done.returncode}): "
+                f"{(done.stderr or '').strip()[-800:]}\n{self.log[-1500:]}")
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                info = self.pactl("info", timeout=5)
+                if "Default Source: mic" in info and "Default Sink: speaker" in info:
+                    return
+                last = info
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                last = str(exc)
+            time.sleep(0.1)
+        self.close()
+        raise PulseUnavailable(f"PulseAudio started but is not usable: {last}\n{self.log[-1500:]}")
+
+    def kill_server(self) -> None:
+        """Kill the server at once (SIGKILL, as a crash): every client's stream dies."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and _alive(self.pid):
+                time.sleep(0.05)
+            self.pid = None
+            # Until init reaps it, the dead server still has a pid, and a new one would take
+            # its pid file for a daemon already running.
+            (self.root / "runtime" / "pid").unlink(missing_ok=True)
 
     def wait_for_stream(self, kind: str, device: str, timeout: float = 30,
                         exclude_apps: tuple[str, ...] = ("paplay", "parec")) -> bool:
@@ -256,61 +354,43 @@ def client_env(root: Path, base: dict[str, str] | None = None) -> dict[str, str]
 
 
 def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE,
-          tap: bool = False) -> PulseServer:
-    """Start the server with its runtime under `root` (an existing, empty directory)."""
+          tap: bool = False, hotplug: bool = False) -> PulseServer:
+    """Start the server with its runtime under `root` (an existing, empty directory).
+    `hotplug`: add the `usbmic`/`usbspeaker` devices that tests unplug (see `_HOTPLUG`)."""
     check_tools()
     runtime = root / "runtime"
     for sub in (runtime, root / "state"):
         sub.mkdir(mode=0o700, parents=True, exist_ok=True)
     (root / "client.conf").write_text("autospawn = no\n")
-    (root / "asound.conf").write_text(_ALSA.format(system=SYSTEM_ALSA_CONF))
+    (root / "asound.conf").write_text(_ALSA.format(system=SYSTEM_ALSA_CONF)
+                                      + (_ALSA_HOTPLUG if hotplug else ""))
     script = root / "test.pa"
     script.write_text(_SCRIPT.format(socket=runtime / "native", mic_rate=MIC_RATE,
                                     speaker_rate=speaker_rate)
-                      + (_TAP.format(mic_rate=MIC_RATE) if tap else ""))
+                      + (_TAP.format(mic_rate=MIC_RATE) if tap else "")
+                      + (_HOTPLUG.format(speaker_rate=speaker_rate) if hotplug else ""))
     env = client_env(root)
     server = PulseServer(root=root, env=env)
-    cmd = ["pulseaudio", "-n", "-F", str(script), "--daemonize=yes", "--exit-idle-time=-1",
-           "--disallow-exit", "--use-pid-file=yes", "--system=no", "--disable-shm=no",
-           f"--log-target=file:{root / 'pulse.log'}", "--log-level=notice"]
     server_env = {**env, "XDG_CONFIG_HOME": str(root / "config")}  # nothing in ~/.config
-    try:
-        done = subprocess.run(cmd, env=server_env, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        raise PulseUnavailable(f"`{' '.join(cmd)}` did not return within {timeout:.0f} s") from None
-    pid_file = runtime / "pid"
-    with contextlib.suppress(OSError, ValueError):
-        server.pid = int(pid_file.read_text().split()[0])
-    if done.returncode != 0:
-        server.close()
-        raise PulseUnavailable(
-            f"pulseaudio failed to start (exit {done.returncode}): "
-            f"{(done.stderr or '').strip()[-800:]}\n{server.log[-1500:]}")
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            info = server.pactl("info", timeout=5)
-            if "Default Source: mic" in info and "Default Sink: speaker" in info:
-                return server
-            last = info
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            last = str(exc)
-        time.sleep(0.1)
-    server.close()
-    raise PulseUnavailable(f"PulseAudio started but is not usable: {last}\n{server.log[-1500:]}")
+    if hotplug:
+        # The server reads PULSE_CONFIG, not $XDG_CONFIG_HOME/pulse/daemon.conf, as root.
+        (root / "daemon.conf").write_text(_DAEMON_HOTPLUG)
+        server_env["PULSE_CONFIG"] = str(root / "daemon.conf")
+    server._launch = (script, server_env, timeout)
+    server.restart()
+    return server
 
 
 @contextlib.contextmanager
-def pulse_server(speaker_rate: int = SPEAKER_RATE, tap: bool = False) -> Iterator[PulseServer]:
+def pulse_server(speaker_rate: int = SPEAKER_RATE, tap: bool = False,
+                 hotplug: bool = False) -> Iterator[PulseServer]:
     """A running private PulseAudio server; killed (and its temp dir removed) on exit.
     Raises PulseUnavailable with the reason when it cannot be started."""
     # Short path: the unix socket path must fit in sockaddr_un (108 bytes).
     root = Path(tempfile.mkdtemp(prefix="ea-pulse-"))
     server = None
     try:
-        server = start(root, speaker_rate=speaker_rate, tap=tap)
+        server = start(root, speaker_rate=speaker_rate, tap=tap, hotplug=hotplug)
         yield server
     finally:
         if server is not None:

@@ -5,7 +5,12 @@ Playback runs in callback mode, always (silence when idle): the played cursor co
 `output_buffer_dac_time` and the stream clock, so it counts what reached the DAC and not what
 is still queued; measured against the recorded output (`bench heard`, tests).
 
-Start-up failures are diagnosed in `edge_agent.audio.portaudio_start`.
+Start-up failures are diagnosed in `edge_agent.audio.portaudio_start`. Both stream kinds stamp
+each callback with the clock, so a device that went away can be told (`lost_reason`): measured
+on PulseAudio 16 through ALSA's pulse plugin, a stream whose device is removed (or whose server
+dies) goes inactive at once with no error status, and the callbacks simply stop; the stream
+clock (`get_time`) keeps running, so the speaker's cursor must not be read from it afterwards
+(`confirmed_played`). Recovery is `edge_agent.audio.resilient`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import contextlib
 import os
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +31,7 @@ from edge_agent.audio.portaudio_start import (
     said,
 )
 from edge_agent.audio.recent import RecentAudio
-from edge_agent.clock import Clock
+from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.errors import AudioDeviceError
 
 _PERIOD = 512
@@ -68,6 +73,17 @@ def find_device(pa: Any, wanted: str, output: bool) -> int:
     )
 
 
+def _stalled(now: float, opened_at: float, last: float | None, stall: float, grace: float,
+             what: str) -> str | None:
+    """Why a stream whose last callback was at `last` counts as stalled, or None. For `grace`
+    seconds after opening, `grace` is the limit instead of `stall`: a fresh PulseAudio stream
+    delivers its first input frame only after 1.9-2.0 s, and an output stream asks for one
+    priming buffer and then nothing for 1.7-1.8 s (measured on an idle sink)."""
+    limit = grace if now - opened_at < grace else stall
+    since = now - (opened_at if last is None else last)
+    return f"{what} for {since:.1f} s" if since > limit else None
+
+
 def _open_stream(pa: Any, device: int, direction: str, **kwargs: Any) -> Any:
     """`pa.open`, with what ALSA prints kept for the error instead of reaching the terminal."""
     failure: Exception | None = None
@@ -81,6 +97,45 @@ def _open_stream(pa: Any, device: int, direction: str, **kwargs: Any) -> Any:
         f"that no other program holds it, or name another device in audio.{direction}_device")
 
 
+class Capture:
+    """One open input stream: each frame goes to `deliver` (called on PortAudio's thread) and
+    stamps `last_frame` with the clock, so a stream that stopped can be told from a quiet room
+    (a silent microphone still delivers frames)."""
+
+    def __init__(self, pa: Any, device: int, sample_rate: int, frame_samples: int,
+                 deliver: Callable[[bytes], object], clock: Clock) -> None:
+        import pyaudio
+
+        self.device = device
+        self.opened_at = clock.now()
+        self.last_frame: float | None = None
+
+        def on_audio(data: bytes, frame_count: int, time_info: Any, status: int) -> tuple[None, int]:
+            self.last_frame = clock.now()
+            deliver(data)
+            return None, pyaudio.paContinue
+
+        self._stream = _open_stream(pa, device, "input", format=pyaudio.paInt16, channels=1,
+                                    rate=sample_rate, input=True, input_device_index=device,
+                                    frames_per_buffer=frame_samples, stream_callback=on_audio)
+
+    def lost_reason(self, now: float, stall: float, grace: float) -> str | None:
+        """Why this stream is gone, or None while it delivers (see `_stalled`)."""
+        try:
+            active = self._stream.is_active()
+        except OSError as exc:
+            return f"the input stream failed ({exc})"
+        if not active:
+            return "the input stream stopped (PortAudio reports it inactive)"
+        return _stalled(now, self.opened_at, self.last_frame, stall, grace, "no audio came")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.stop_stream()
+        with contextlib.suppress(OSError):
+            self._stream.close()
+
+
 class PyAudioMicrophone:
     sample_rate = 16000
     frame_samples = 512
@@ -90,25 +145,16 @@ class PyAudioMicrophone:
         self._device = device
 
     async def frames(self) -> AsyncIterator[bytes]:
-        import pyaudio
-
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[bytes] = asyncio.Queue()
-
-        def on_audio(data: bytes, frame_count: int, time_info: Any, status: int) -> tuple[None, int]:
-            loop.call_soon_threadsafe(queue.put_nowait, data)
-            return None, pyaudio.paContinue
-
-        stream = _open_stream(self._pa, self._device, "input", format=pyaudio.paInt16, channels=1,
-                              rate=self.sample_rate, input=True, input_device_index=self._device,
-                              frames_per_buffer=self.frame_samples, stream_callback=on_audio)
+        capture = Capture(self._pa, self._device, self.sample_rate, self.frame_samples,
+                          lambda data: loop.call_soon_threadsafe(queue.put_nowait, data),
+                          MonotonicClock())
         try:
             while True:
                 yield await queue.get()
         finally:
-            with contextlib.suppress(OSError):
-                stream.stop_stream()
-            stream.close()
+            capture.close()
 
 
 class PyAudioSpeaker:
@@ -137,6 +183,9 @@ class PyAudioSpeaker:
         self._paused = False
         self._recent = RecentAudio(sample_rate)
         self._continue = pyaudio.paContinue
+        self.opened_at = clock.now()
+        self._last_callback: float | None = None  # clock time of the last callback
+        self._confirmed = 0  # audio frames played when PortAudio last called back
         self._stream = _open_stream(pa, device, "output", format=pyaudio.paInt16, channels=1,
                                     rate=sample_rate, output=True, output_device_index=device,
                                     frames_per_buffer=_PERIOD, stream_callback=self._fill)
@@ -191,10 +240,15 @@ class PyAudioSpeaker:
             # Read after the abort: what played while it took effect was heard too.
             played = self._played_locked()
             self._audio_out = self._restart_audio = played
+            self._confirmed = min(self._confirmed, played)
             self._recent.drop_from(played)
             self._device_out = 0
             self._runs.clear()
             self._anchor = None
+            # A restarted stream is a fresh one to PulseAudio: after one priming buffer it may
+            # ask for nothing for 1-2 s (measured), which is no loss (`lost_reason`'s grace).
+            self.opened_at = self._clock.now()
+            self._last_callback = None
         try:
             self._stream.start_stream()
         except OSError as exc:
@@ -209,13 +263,61 @@ class PyAudioSpeaker:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._stream.stop_stream()
-        self._stream.close()
+        with contextlib.suppress(OSError):
+            self._stream.close()
 
-    def _played_locked(self) -> int:
+    def next_frame(self) -> int:
+        """The frame the next `write` will start at."""
+        with self._lock:
+            return self._audio_out + self._queued
+
+    def confirmed_played(self) -> int:
+        """Audio frames that had reached the DAC when PortAudio last called back: the most that
+        can be claimed once the device is gone (the stream clock runs on without it)."""
+        with self._lock:
+            return self._confirmed
+
+    def active(self) -> bool:
+        """PortAudio still runs the stream (it stops it at once when the device goes)."""
+        try:
+            return bool(self._stream.is_active())
+        except OSError:
+            return False
+
+    def callback_age(self, now: float) -> float | None:
+        """Seconds since PortAudio last asked for audio; None before its first call."""
+        last = self._last_callback
+        return None if last is None else now - last
+
+    def quiet(self) -> bool:
+        """Nothing queued and everything handed out played: closing now cuts nothing."""
+        with self._lock:
+            return self._queued == 0 and self._played_locked() >= self._audio_out
+
+    def pending(self) -> tuple[bool, bool]:
+        """(audio written and not played yet, paused)."""
+        with self._lock:
+            return self._queued > 0 or self._played_locked() < self._audio_out, self._paused
+
+    def lost_reason(self, now: float, stall: float, grace: float) -> str | None:
+        """Why the output is gone, or None while PortAudio keeps asking for audio (it always
+        does: silence is handed out when idle)."""
+        try:
+            active = self._stream.is_active()
+        except OSError as exc:
+            return f"the output stream failed ({exc})"
+        if not active:
+            return "the output stream stopped (PortAudio reports it inactive)"
+        return _stalled(now, self.opened_at, self._last_callback, stall, grace,
+                        "PortAudio asked for no audio")
+
+    def _played_locked(self, at: float | None = None) -> int:
+        """Audio frames played at stream time `at` (default: now)."""
         if self._anchor is None or not self._runs:
             return self._restart_audio
         handed_before, dac_time = self._anchor
-        position = handed_before + (self._stream.get_time() - dac_time) * self.sample_rate
+        when = self._stream.get_time() if at is None else at
+        position = handed_before + (when - dac_time) * self.sample_rate
         while len(self._runs) > 1 and self._runs[1].device_start <= position:
             self._runs.popleft()
         run = self._runs[0]
@@ -227,6 +329,11 @@ class PyAudioSpeaker:
         with self._lock:
             dac_time = time_info.get("output_buffer_dac_time") or self._dac_fallback(time_info)
             self._anchor = (self._device_out, dac_time)
+            self._last_callback = self._clock.now()
+            if time_info.get("current_time"):
+                # Never less than already confirmed: a restart resets the runs, not the count.
+                self._confirmed = max(self._confirmed, min(
+                    self._played_locked(time_info["current_time"]), self._audio_out))
             out = bytearray()
             while self._queue and not self._paused and len(out) < frame_count * 2:
                 chunk = self._queue[0]

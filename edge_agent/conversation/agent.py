@@ -180,6 +180,8 @@ class Conversation:
         idle_end = self._settings.idle_end_s
         async for frame in mic.frames():
             if self._responder.failure is not None:
+                # Never an engine failure (a reply says the fallback line over those and the
+                # loop goes on): something the reply could not recover from.
                 raise self._responder.failure
             frames_seen += 1
             started = segmenter.push(self._engines.vad.speech_probability(frame))

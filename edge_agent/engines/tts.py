@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from pathlib import Path
@@ -28,17 +29,24 @@ class PiperSpeech:
     Text of any length is synthesized in bounded pieces, so memory does not grow with it.
     """
 
-    def __init__(self, model_path: Path, config_path: Path | None = None,
-                 length_scale: float | None = None) -> None:
-        from piper import PiperVoice, SynthesisConfig
+    def __init__(self, voice: Any, length_scale: float | None = None) -> None:
+        """`voice`: a loaded `piper.PiperVoice` with alignments (see `load`)."""
+        from piper import SynthesisConfig
 
-        try:
-            self._voice: Any = PiperVoice.load(model_path, config_path, include_alignments=True)
-        except Exception as exc:
-            raise ModelFileError(model_path, f"Piper cannot load it as a voice ({exc})") from None
+        self._voice = voice
         self._length_scale = length_scale
         self._syn_config = SynthesisConfig(length_scale=length_scale)
         self.sample_rate: int = int(self._voice.config.sample_rate)
+
+    @classmethod
+    def load(cls, model_path: Path, config_path: Path | None = None,
+             length_scale: float | None = None, threads: int = 1) -> PiperSpeech:
+        """The voice at `model_path` (its config next to it unless given), on `threads`."""
+        try:
+            voice = _load_voice(model_path, config_path, threads)
+        except Exception as exc:
+            raise ModelFileError(model_path, f"Piper cannot load it as a voice ({exc})") from None
+        return cls(voice, length_scale)
 
     def synthesize(self, text: str, length_scale: float | None = None) -> SpeechAudio:
         """`text` as speech with word timings; `length_scale` overrides the voice's rate.
@@ -152,3 +160,27 @@ def _joined(text: str, first: WordTiming, second: WordTiming) -> WordTiming:
     """One timing for a word synthesized in two pieces: `first` then `second`."""
     return WordTiming(text[first.char_start:second.char_end], first.char_start, second.char_end,
                       first.start_sample, second.end_sample, first.exact and second.exact)
+
+
+def _load_voice(model_path: Path, config_path: Path | None, threads: int) -> Any:
+    """`PiperVoice.load(..., include_alignments=True)` with onnxruntime limited to `threads`
+    (its default takes every core, which the recognizer and the language model need at the
+    same moment): the model patched in memory to output phoneme alignments, as Piper does."""
+    import json
+
+    import onnx
+    import onnxruntime
+    from piper import PiperConfig, PiperVoice
+    from piper.patch_voice_with_alignment import add_alignment_output
+
+    config_file = config_path or model_path.with_name(model_path.name + ".json")
+    config = PiperConfig.from_dict(json.loads(config_file.read_text(encoding="utf-8")))
+    model = onnx.load(str(model_path))
+    with contextlib.suppress(ValueError):  # already patched on disk: use it as it is
+        add_alignment_output(model)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+    return PiperVoice(config=config, session=session)

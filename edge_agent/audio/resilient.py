@@ -1,0 +1,393 @@
+"""Microphone and speaker that survive their device going away (USB unplugged, sound server
+restarted): the loop keeps running, the device is reopened with backoff, and each change of
+state is said once through `on_state(device, state, detail)`, always on the event loop's thread:
+
+- "lost"    the stream died (PortAudio reports it inactive, it raised, or no callback came
+            for `stall_s`); said when it is noticed.
+- "waiting" the first reopening failed: the device is really gone; retries continue with
+            backoff (`Backoff`: 0.5 s doubling to 10 s, again from 0.5 s after a return).
+- "back"    a reopened stream delivers again (the microphone's first frame, the speaker's first
+            callback), not merely opened.
+
+Measured on PulseAudio 16 through ALSA's pulse plugin (tests/test_audio_recovery.py): removing
+a device that a stream is on, or killing the server, leaves the PortAudio stream inactive at
+once with no error status; reopening by name works on the same PortAudio instance once the
+device is back (the pulse PCMs come from ALSA's configuration, not from a device scan). A stream
+on PulseAudio's *default* device is never lost this way: PulseAudio moves it to the new default
+itself. Raw ALSA hardware (hw:N) is only scanned when PortAudio initialises, so a card that
+returns under another number needs a re-initialisation: `PortAudioHost.refresh`, the only place
+that does it, after `refresh_after` failed reopenings.
+
+While the microphone is lost it yields silence at the frame rate (`silence_while_lost`): the
+loop's VAD, endpointing and audio clock keep moving (a turn in progress ends as a turn instead
+of waiting for frames that never come, a reply's failure still surfaces, an idle session can
+still end). Nothing is invented: silence is what a dead microphone hears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
+
+from edge_agent.audio.pyaudio_io import Capture, find_device
+from edge_agent.clock import Clock
+from edge_agent.errors import AudioDeviceError
+
+__all__ = ["Backoff", "OnState", "PortAudioHost", "ResilientMicrophone", "StateSayer"]
+
+T = TypeVar("T")
+OnState = Callable[[str, str, str], None]
+"""on_state(device, state, detail): device is "microphone" or "speaker"."""
+
+CHECK_S = 0.25
+"""How often a waiting microphone looks at its stream (a dead stream is noticed this fast)."""
+WATCH_S = 0.1
+"""How often the speaker's watchdog looks at its stream."""
+
+
+class Backoff:
+    """Retry delays: `first`, doubling, at most `cap` (0.5, 1, 2, 4, 8, 10, 10, ...)."""
+
+    def __init__(self, first: float = 0.5, cap: float = 10.0, factor: float = 2.0) -> None:
+        self._first, self._cap, self._factor = first, cap, factor
+        self._next = first
+
+    def next(self) -> float:
+        delay, self._next = self._next, min(self._cap, self._next * self._factor)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self._first
+
+
+class StateSayer:
+    """Calls `on_state` once per change of state (repeats of the same state are dropped)."""
+
+    def __init__(self, device: str, on_state: OnState) -> None:
+        self.device = device
+        self.state = "up"
+        self._on_state = on_state
+
+    def say(self, state: str, detail: str) -> None:
+        if state != self.state:
+            self.state = state
+            self._on_state(self.device, state, detail)
+
+    @property
+    def down(self) -> bool:
+        return self.state in ("lost", "waiting")
+
+
+class Member(Protocol):
+    """A device using the host's PortAudio: what a re-initialisation must ask of it."""
+
+    def holds_stream(self) -> bool: ...
+
+    def quiet(self) -> bool:
+        """Its stream can be closed and reopened now without cutting what it plays."""
+        ...
+
+    def release(self) -> None:
+        """Close its stream for a re-initialisation (not a loss: nothing is said)."""
+        ...
+
+    async def reacquire(self) -> None:
+        """Reopen after the re-initialisation (a failure is a loss, said as one)."""
+        ...
+
+
+def _fresh_pyaudio() -> Any:
+    from edge_agent.audio.portaudio_start import open_pyaudio
+
+    return open_pyaudio(probe=False)  # the configuration already survived the start-up probe
+
+
+class PortAudioHost:
+    """The one PortAudio instance the microphone and speaker share, and the one owner of its
+    re-initialisation: `Pa_Terminate` closes every stream, so `refresh` first has each other
+    member release its stream (only when quiet) and reopen it after. Opening and closing run on
+    one worker thread (`offload`), serialized: PortAudio's device scan is not thread-safe, and a
+    sound server that hangs must not freeze the loop. `refresh_every`: the least time between
+    two re-initialisations that interrupt a working device."""
+
+    def __init__(self, pa: Any, clock: Clock, *, reopen: Callable[[], Any] = _fresh_pyaudio,
+                 offload: bool = True, refresh_every: float = 30.0) -> None:
+        self._pa: Any = pa
+        self._clock = clock
+        self._reopen = reopen
+        self._executor = (concurrent.futures.ThreadPoolExecutor(1, "portaudio")
+                          if offload else None)
+        self._refresh_every = refresh_every
+        self._last_refresh: float | None = None
+        self._members: list[Member] = []
+        self._busy = 0  # calls running on the PortAudio thread
+        self.refreshes = 0
+
+    @property
+    def pa(self) -> Any:
+        if self._pa is None:
+            raise AudioDeviceError("PortAudio is not initialised (its last restart failed)")
+        return self._pa
+
+    def join(self, member: Member) -> None:
+        if member not in self._members:
+            self._members.append(member)
+
+    def leave(self, member: Member) -> None:
+        with contextlib.suppress(ValueError):
+            self._members.remove(member)
+
+    async def call(self, fn: Callable[[], T], abandoned: Callable[[T], None] | None = None) -> T:
+        """`fn()` on the PortAudio thread. If the caller is cancelled meanwhile, `abandoned`
+        gets the result (a stream opened for nobody is closed, not leaked)."""
+        if self._executor is None:
+            return fn()
+
+        def run() -> T:
+            self._busy += 1
+            try:
+                return fn()
+            finally:
+                self._busy -= 1
+
+        future = asyncio.get_running_loop().run_in_executor(self._executor, run)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if abandoned is not None:
+                future.add_done_callback(
+                    lambda done: None if done.cancelled() or done.exception() is not None
+                    else abandoned(done.result()))
+            raise
+
+    async def refresh(self, requester: Member) -> bool:
+        """Re-initialise PortAudio so that it scans the devices again. False when it would cut
+        another member's audio, or interrupt a working member again too soon."""
+        others = [m for m in self._members if m is not requester and m.holds_stream()]
+        now = self._clock.now()
+        if others and (not all(m.quiet() for m in others) or (
+                self._last_refresh is not None and now - self._last_refresh < self._refresh_every)):
+            return False
+        for member in others:
+            member.release()
+        try:
+            await self.call(self._reinitialise)
+        finally:
+            self._last_refresh = now
+            for member in others:
+                await member.reacquire()
+        return self._pa is not None
+
+    def _reinitialise(self) -> None:
+        old, self._pa = self._pa, None
+        if old is not None:
+            with contextlib.suppress(OSError, ValueError):
+                old.terminate()
+        self.refreshes += 1
+        try:
+            self._pa = self._reopen()
+        except AudioDeviceError:
+            self._pa = None  # `pa` says so; the next refresh tries again
+
+    def terminate(self) -> None:
+        """End PortAudio (after the devices closed). A call still stuck on the PortAudio
+        thread (a hung sound server) is not waited for, and PortAudio is then left as it is:
+        terminating it under that call could crash the exiting process."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            if self._busy:
+                return
+        if self._pa is not None:
+            self._pa.terminate()
+            self._pa = None
+
+
+class RecoveringDevice:
+    """What both devices share: the state said, the retry schedule, the failures counted."""
+
+    def __init__(self, host: PortAudioHost, wanted: str, clock: Clock, states: StateSayer,
+                 backoff: Backoff | None, refresh_after: int) -> None:
+        self._host = host
+        self._wanted = wanted
+        self._clock = clock
+        self._states = states
+        self._backoff = backoff or Backoff()
+        self._refresh_after = refresh_after
+        self._failures = 0
+        self._retry_at = 0.0
+        self._released = False
+
+    def _down(self, state: str, detail: str) -> None:
+        """Lost, or a reopening failed: say so (once) and schedule the next try."""
+        self._failures += 1 if state == "waiting" else 0
+        self._states.say(state, detail)
+        self._retry_at = self._clock.now() + self._backoff.next()
+
+    def _up(self, detail: str) -> None:
+        self._failures = 0
+        self._backoff.reset()
+        if self._states.down:  # the first start is not a return
+            self._states.say("back", detail)
+
+    async def _rescan(self) -> None:
+        """After `refresh_after` failed reopenings, have PortAudio scan the devices again
+        before each further try: raw ALSA hardware that came back under another card number
+        is only found that way (the host refuses when it would cut the other device)."""
+        if self._failures >= self._refresh_after:
+            await self._host.refresh(self)
+
+    # Member of the PortAudioHost: the subclasses hold the stream.
+    def holds_stream(self) -> bool:
+        raise NotImplementedError
+
+    def quiet(self) -> bool:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    async def reacquire(self) -> None:
+        raise NotImplementedError
+
+
+class ResilientMicrophone(RecoveringDevice):
+    """A Microphone on PyAudio that outlives its device (see the module docstring).
+
+    `wanted`: audio.input_device as configured ("" default, an index, or part of a name), found
+    again at every retry. `require_at_start`: raise AudioDeviceError at once if it cannot be
+    found now (a misconfiguration says so at start-up); else start out waiting for it."""
+
+    sample_rate = 16000
+    frame_samples = 512
+
+    def __init__(self, host: PortAudioHost, wanted: str, clock: Clock, on_state: OnState, *,
+                 stall_s: float = 1.0, start_grace_s: float = 5.0,
+                 backoff: Backoff | None = None, refresh_after: int = 3,
+                 silence_while_lost: bool = True, require_at_start: bool = True) -> None:
+        super().__init__(host, wanted, clock, StateSayer("microphone", on_state), backoff,
+                         refresh_after)
+        self._stall, self._grace = stall_s, start_grace_s
+        self._silence = silence_while_lost
+        self._capture: Capture | None = None
+        self._generation = 0
+        self._arrived: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._arrival: asyncio.Event | None = None
+        self._awaiting_first = False
+        if require_at_start:
+            find_device(host.pa, wanted, output=False)
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        period = self.frame_samples / self.sample_rate
+        silence = bytes(2 * self.frame_samples)
+        self._arrival = asyncio.Event()
+        self._host.join(self)
+        try:
+            try:
+                await self._open()
+            except AudioDeviceError as exc:
+                self._down("waiting", f"cannot open it: {exc}; retrying")
+            next_silence = self._clock.now()
+            while True:
+                if self._capture is not None:
+                    frame = await self._next_frame()
+                    if frame is not None:
+                        yield frame
+                    next_silence = self._clock.now()
+                    continue
+                now = self._clock.now()
+                if not self._released and now >= self._retry_at:
+                    await self._attempt()
+                elif self._silence and now >= next_silence:
+                    yield silence
+                    # On time, but never a burst after a slow reopening.
+                    next_silence = max(next_silence + period, now - 2 * period)
+                else:
+                    wake = next_silence if self._silence else now + period
+                    await self._clock.sleep_until(
+                        wake if self._released else min(wake, self._retry_at))
+        finally:
+            self._host.leave(self)
+            capture, self._capture = self._capture, None
+            if capture is not None:
+                capture.close()
+
+    async def _next_frame(self) -> bytes | None:
+        """The current stream's next frame; None once it is found lost (or was released)."""
+        assert self._arrival is not None
+        while (capture := self._capture) is not None:
+            while self._arrived:
+                generation, data = self._arrived.popleft()
+                if generation == self._generation:  # not a late frame of a closed stream
+                    if self._awaiting_first:
+                        self._awaiting_first = False
+                        self._up(f"frames flow again from device {capture.device}")
+                    return data
+            reason = capture.lost_reason(self._clock.now(), self._stall, self._grace)
+            if reason is not None:
+                self._capture = None
+                capture.close()
+                # A stream that never delivered was a failed reopening, not a new loss.
+                self._down("waiting" if self._awaiting_first else "lost", reason)
+                return None
+            self._arrival.clear()
+            waiter = asyncio.ensure_future(self._arrival.wait())
+            timer = asyncio.ensure_future(self._clock.sleep(CHECK_S))
+            try:
+                await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                timer.cancel()
+        return None
+
+    async def _open(self) -> None:
+        loop = asyncio.get_running_loop()
+        generation = self._generation + 1
+
+        def arrive(item: tuple[int, bytes]) -> None:
+            self._arrived.append(item)
+            if self._arrival is not None:
+                self._arrival.set()
+
+        def open_capture() -> Capture:
+            device = find_device(self._host.pa, self._wanted, output=False)
+            return Capture(self._host.pa, device, self.sample_rate, self.frame_samples,
+                           lambda data: loop.call_soon_threadsafe(arrive, (generation, data)),
+                           self._clock)
+
+        capture = await self._host.call(open_capture, abandoned=Capture.close)
+        self._generation = generation
+        self._capture = capture
+        self._awaiting_first = True
+
+    async def _attempt(self) -> None:
+        await self._rescan()
+        try:
+            await self._open()
+        except AudioDeviceError as exc:
+            self._down("waiting", f"cannot open it: {exc}; retrying")
+
+    def holds_stream(self) -> bool:
+        return self._capture is not None
+
+    def quiet(self) -> bool:
+        return True  # a gap of a few frames; the host's `refresh_every` bounds how often
+
+    def release(self) -> None:
+        self._released = True
+        capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.close()
+
+    async def reacquire(self) -> None:
+        self._released = False
+        awaiting = self._awaiting_first
+        try:
+            await self._open()
+        except AudioDeviceError as exc:
+            self._down("lost", f"not reopened after PortAudio restarted: {exc}")
+        else:
+            self._awaiting_first = awaiting  # not a return from a loss: nothing to say

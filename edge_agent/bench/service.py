@@ -1,0 +1,225 @@
+"""The service, measured as systemd sees it: start to READY, idle CPU, peak RSS, watchdog pings
+and the time to recover after the microphone comes back.
+
+The real `edge-agent run` runs as a child process on a private PulseAudio server with a notify
+socket this bench owns (as systemd would pass it: $NOTIFY_SOCKET, $WATCHDOG_USEC), so every
+figure comes from outside the agent: READY=1 and STATUS= datagrams as they arrive, CPU time and
+the high-water RSS from /proc. The microphone is a device PulseAudio can take away (`usbmic`,
+like a USB headset pulled out) and give back; recovery is from the moment it is back to the
+agent's STATUS saying it listens again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypedDict
+
+from edge_agent.audio.pulse_rig import pulse_server
+from edge_agent.config import Config
+from edge_agent.service.status import LISTENING, device_status
+
+WATCHDOG_USEC = 4_000_000
+"""The watchdog the bench asks for (4 s: a ping every 2 s)."""
+START_TIMEOUT = 300.0
+"""Seconds the agent may take to load its models and open its devices."""
+STATUS_TIMEOUT = 60.0
+
+
+class ServiceFigures(TypedDict):
+    """What `bench service` measured."""
+
+    ready_s: float
+    """From starting the process to READY=1."""
+    idle_s: float
+    """How long the idle agent was watched."""
+    idle_cpu_percent: float
+    """CPU time of the idle agent (all its threads) over wall time, in % of one core."""
+    idle_rss_mb: float
+    """Resident memory while idle."""
+    peak_rss_mb: float
+    """The process's high-water resident memory (VmHWM) at the end of the idle window."""
+    watchdog_pings: int
+    """WATCHDOG=1 received during the idle window (one per WATCHDOG_USEC / 2)."""
+    mic_lost_status_s: float
+    """From pulling the microphone to the STATUS saying the agent waits for it."""
+    mic_recover_s: float
+    """From the microphone's return to the STATUS saying the agent listens again."""
+    statuses: list[str]
+    """Every STATUS= line, in order."""
+
+
+class NotifyListener:
+    """A datagram socket that receives what the agent tells systemd, with arrival times."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "notify.sock"
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket.bind(str(self.path))
+        self.messages: list[tuple[float, str]] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._receive, daemon=True)
+        self._thread.start()
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                data = self._socket.recv(4096)
+            except OSError:
+                return
+            with self._changed:
+                for line in data.decode("utf-8", "replace").splitlines():
+                    self.messages.append((time.monotonic(), line))
+                self._changed.notify_all()
+
+    def wait_for(self, message: str, after: float, timeout: float) -> float:
+        """When `message` arrived after `after` (monotonic); RuntimeError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for at, line in self.messages:
+                    if at >= after and line == message:
+                        return at
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"the agent did not send {message!r} within {timeout:.0f} s"
+                                       f" (got: {[m for _, m in self.messages][-8:]})")
+                self._changed.wait(left)
+
+    def count(self, message: str, start: float, end: float) -> int:
+        with self._changed:
+            return sum(1 for at, line in self.messages if line == message and start <= at <= end)
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> ServiceFigures:
+    """Start the agent as a service would, watch it idle, pull and return its microphone."""
+    with tempfile.TemporaryDirectory(prefix="edge-agent-bench-") as scratch, \
+            pulse_server(hotplug=True) as pulse:
+        work = Path(scratch)
+        settings = dataclasses.replace(
+            config, data_dir=str(work / "data"),
+            audio=dataclasses.replace(config.audio, input_device="usbmic"))
+        config_file = work / "edge-agent.toml"
+        config_file.write_text(to_toml(settings), encoding="utf-8")
+        listener = NotifyListener(work)
+        env = {**pulse.env, "NOTIFY_SOCKET": str(listener.path),
+               "WATCHDOG_USEC": str(WATCHDOG_USEC), "PYTHONUNBUFFERED": "1"}
+        started = time.monotonic()
+        agent = subprocess.Popen([sys.executable, "-m", "edge_agent", "-c", str(config_file), "run"],
+                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True)
+        env["WATCHDOG_PID"] = str(agent.pid)
+        try:
+            ready = listener.wait_for("READY=1", started, START_TIMEOUT)
+            say(f"  READY after {ready - started:.2f} s")
+            listener.wait_for(f"STATUS={LISTENING}", ready, STATUS_TIMEOUT)
+            _quiet_after_greeting(listener, ready)
+            idle_start, cpu_start = time.monotonic(), _cpu_seconds(agent.pid)
+            time.sleep(idle_s)  # the measurement itself: the agent is watched while idle
+            idle_end, cpu_end = time.monotonic(), _cpu_seconds(agent.pid)
+            memory = _memory_kb(agent.pid)
+            pings = listener.count("WATCHDOG=1", idle_start, idle_end)
+            cpu = 100 * (cpu_end - cpu_start) / (idle_end - idle_start)
+            say(f"  idle {idle_s:.0f} s: CPU {cpu:.1f} % of one core, RSS "
+                f"{memory['VmRSS'] / 1024:.0f} MB (peak {memory['VmHWM'] / 1024:.0f} MB), "
+                f"{pings} watchdog pings")
+            pulled = time.monotonic()
+            module = pulse.unplug("usbmic")
+            waiting = listener.wait_for(f"STATUS={device_status('microphone', 'lost')}", pulled,
+                                        STATUS_TIMEOUT)
+            pulse.plug(module)
+            back = time.monotonic()
+            listening = listener.wait_for(f"STATUS={LISTENING}", back, STATUS_TIMEOUT)
+            say(f"  microphone pulled: said after {waiting - pulled:.2f} s; back: listening "
+                f"after {listening - back:.2f} s")
+        except RuntimeError as exc:
+            agent.kill()
+            _, errors = agent.communicate(timeout=30)
+            raise RuntimeError(f"{exc}; agent stderr: {(errors or '')[-1500:]}") from None
+        finally:
+            if agent.poll() is None:
+                agent.send_signal(signal.SIGTERM)
+                try:
+                    agent.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    agent.kill()
+                    agent.communicate()
+            listener.close()
+        statuses = [m.removeprefix("STATUS=") for _, m in listener.messages
+                    if m.startswith("STATUS=")]
+        return {"ready_s": round(ready - started, 3), "idle_s": idle_s,
+                "idle_cpu_percent": round(cpu, 2),
+                "idle_rss_mb": round(memory["VmRSS"] / 1024, 1),
+                "peak_rss_mb": round(memory["VmHWM"] / 1024, 1), "watchdog_pings": pings,
+                "mic_lost_status_s": round(waiting - pulled, 3),
+                "mic_recover_s": round(listening - back, 3), "statuses": statuses}
+
+
+def _quiet_after_greeting(listener: NotifyListener, ready: float) -> None:
+    """Wait out the greeting: the agent speaks, then listens."""
+    try:
+        speaking = listener.wait_for("STATUS=speaking", ready, 10)
+    except RuntimeError:
+        return  # no greeting configured
+    listener.wait_for(f"STATUS={LISTENING}", speaking, STATUS_TIMEOUT)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime + stime, all threads
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _memory_kb(pid: int) -> dict[str, int]:
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0])
+    return values
+
+
+def to_toml(config: Config) -> str:
+    """`config` as a TOML file that loads back to the same values (a child's config)."""
+    lines = [f"data_dir = {json.dumps(config.data_dir)}"]
+    for section in dataclasses.fields(config):
+        value = getattr(config, section.name)
+        if not dataclasses.is_dataclass(value):
+            continue
+        lines.append(f"[{section.name}]")
+        for item in dataclasses.fields(value):
+            lines.append(f"{item.name} = {_toml_value(getattr(value, item.name))}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def table(result: dict[str, Any]) -> str:
+    figures: ServiceFigures = result["figures"]
+    rows = [("start to READY", f"{figures['ready_s']:.2f} s"),
+            ("idle CPU", f"{figures['idle_cpu_percent']:.1f} % of one core (target <= 5 %)"),
+            ("idle RSS", f"{figures['idle_rss_mb']:.0f} MB"),
+            ("peak RSS", f"{figures['peak_rss_mb']:.0f} MB (target <= 600 MB)"),
+            ("watchdog pings", f"{figures['watchdog_pings']} in {figures['idle_s']:.0f} s"),
+            ("mic pulled -> STATUS", f"{figures['mic_lost_status_s']:.2f} s"),
+            ("mic back -> listening", f"{figures['mic_recover_s']:.2f} s")]
+    return "\n".join(f"  {name:24}{value}" for name, value in rows)

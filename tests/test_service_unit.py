@@ -1,0 +1,124 @@
+"""The shipped unit files, checked by systemd's own tools: `systemd-analyze verify` (it parses,
+every setting is known, the command exists) and `systemd-analyze security` (the sandbox rates
+1.0 or lower). They need systemd-analyze (Debian package `systemd`), not a running systemd."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from edge_agent.service.install import render_unit
+
+ROOT = Path(__file__).resolve().parent.parent
+UNIT = ROOT / "systemd" / "edge-agent.service"
+USER_UNIT = ROOT / "systemd" / "edge-agent-user.service"
+SYSUSERS = ROOT / "systemd" / "edge-agent.sysusers"
+MAX_EXPOSURE = 1.0
+
+pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                                reason="systemd-analyze is not installed (Debian: apt-get "
+                                       "install systemd)")
+
+
+def _analyze(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["systemd-analyze", *args], capture_output=True, text=True,
+                          check=False, timeout=120, env=env)
+
+
+def _fake_executable(tmp_path: Path) -> Path:
+    """What ExecStart= names must exist for verify: a stand-in in the test's dir."""
+    exe = tmp_path / "bin" / "edge-agent"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    exe.chmod(0o755)
+    return exe
+
+
+def _installed_copy(tmp_path: Path, bind: tuple[Path, ...] = ()) -> Path:
+    """The unit as `service install` writes it (same name, ExecStart= on an existing file)."""
+    unit = tmp_path / "unit" / "edge-agent.service"
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    text = render_unit(UNIT.read_text(encoding="utf-8"), [str(_fake_executable(tmp_path))], bind)
+    unit.write_text(text, encoding="utf-8")
+    return unit
+
+
+def _problems(result: subprocess.CompletedProcess[str], unit: Path) -> list[str]:
+    # verify also reports on whatever units the host has installed; only ours counts.
+    return [line for line in (result.stdout + result.stderr).splitlines()
+            if unit.name in line or str(unit) in line]
+
+
+@pytest.mark.parametrize("bind", [(), (Path("/home/kiosk/.venvs/edge-agent"),)],
+                         ids=["plain", "home-install"])
+def test_verify_accepts_the_unit(tmp_path: Path, bind: tuple[Path, ...]) -> None:
+    # User=edge-agent need not exist for verify: it is resolved when the service starts.
+    unit = _installed_copy(tmp_path, bind)
+    result = _analyze("verify", "--man=no", str(unit))
+    assert result.returncode == 0 and not _problems(result, unit), result.stdout + result.stderr
+
+
+def _exposure(unit: Path, *, user: bool = False,
+              env: dict[str, str] | None = None) -> tuple[float, list[str]]:
+    args = ["--user"] if user else []
+    result = _analyze(*args, "security", "--offline=true", "--no-pager", str(unit), env=env)
+    output = result.stdout + result.stderr
+    match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", output)
+    assert match, output
+    counted = [line for line in output.splitlines() if line.startswith("✗")]
+    return float(match.group(1)), counted
+
+
+@pytest.mark.parametrize("bind", [(), (Path("/home/kiosk/.venvs/edge-agent"),)],
+                         ids=["plain", "home-install"])
+def test_security_exposure_is_low(tmp_path: Path, bind: tuple[Path, ...]) -> None:
+    exposure, counted = _exposure(_installed_copy(tmp_path, bind))
+    assert exposure <= MAX_EXPOSURE, "\n".join(counted)
+
+
+def test_the_shipped_unit_as_it_is_rates_low_too() -> None:
+    exposure, counted = _exposure(UNIT)
+    assert exposure <= MAX_EXPOSURE, "\n".join(counted)
+
+
+def _user_env(tmp_path: Path) -> dict[str, str]:
+    # A user manager's paths come from $XDG_RUNTIME_DIR, which a CI job has none of.
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    return {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+
+
+def test_verify_accepts_the_user_unit(tmp_path: Path) -> None:
+    exe = _fake_executable(tmp_path)
+    unit = tmp_path / "user" / "edge-agent.service"
+    unit.parent.mkdir()
+    text = USER_UNIT.read_text(encoding="utf-8")
+    unit.write_text(re.sub(r"^ExecStart=.*$", f"ExecStart={exe} run", text, flags=re.M),
+                    encoding="utf-8")
+    result = _analyze("--user", "verify", "--man=no", str(unit), env=_user_env(tmp_path))
+    assert result.returncode == 0 and not _problems(result, unit), result.stdout + result.stderr
+
+
+@pytest.mark.skipif(shutil.which("systemd-sysusers") is None, reason="no systemd-sysusers")
+def test_sysusers_creates_the_user_in_the_audio_group(tmp_path: Path) -> None:
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n", encoding="utf-8")
+    (etc / "group").write_text("root:x:0:\naudio:x:29:\n", encoding="utf-8")
+    # With --root, the file named on the command line is read as it is (not under the root).
+    result = subprocess.run(["systemd-sysusers", "--root", str(tmp_path), str(SYSUSERS)],
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stderr
+    users = {line.split(":")[0]: line.split(":")
+             for line in (etc / "passwd").read_text(encoding="utf-8").splitlines()}
+    assert users["edge-agent"][5] == "/var/lib/edge-agent"
+    assert users["edge-agent"][6].endswith("nologin")
+    assert int(users["edge-agent"][2]) < 1000  # a system user
+    groups = {line.split(":")[0]: line.split(":")
+              for line in (etc / "group").read_text(encoding="utf-8").splitlines()}
+    assert "edge-agent" in groups["audio"][3].split(",")
