@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from edge_agent.audio import pulse_rig as pulse
 from edge_agent.models.catalog import Catalog, load_catalog
 
 
@@ -34,3 +36,13 @@ def piper(model_path):  # type: ignore[no-untyped-def]
 
 def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
+
+
+@pytest.fixture(scope="module")
+def pulse_audio() -> Iterator[pulse.PulseServer]:
+    """A private PulseAudio server with virtual devices, one per test module."""
+    try:
+        with pulse.pulse_server() as server:
+            yield server
+    except pulse.PulseUnavailable as exc:
+        pytest.skip(f"PulseAudio not available: {exc}")

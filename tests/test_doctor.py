@@ -19,7 +19,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +100,6 @@ def _report(stdout: str, stderr: str, code: int) -> str:
 
 # -- audio, end to end -----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def pulse_audio() -> Iterator[pulse.PulseServer]:
-    try:
-        with pulse.pulse_server() as server:
-            yield server
-    except pulse.PulseUnavailable as exc:
-        pytest.skip(f"PulseAudio not available: {exc}")
 
 
 def _dominant_hz(pcm: bytes, rate: int) -> float:

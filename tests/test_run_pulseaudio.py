@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,13 +28,6 @@ RUN_SECONDS = 22.0
 """Upper bound for the session; the test stops it (SIGTERM) as soon as the reply was played."""
 
 
-@pytest.fixture(scope="module")
-def pulse_audio() -> Iterator[pulse.PulseServer]:
-    try:
-        with pulse.pulse_server() as server:
-            yield server
-    except pulse.PulseUnavailable as exc:
-        pytest.skip(f"PulseAudio not available: {exc}")
 
 
 def _edge_agent() -> list[str]:

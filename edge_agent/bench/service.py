@@ -1,5 +1,5 @@
-"""The service, measured as systemd sees it: start to READY, idle CPU, peak RSS, watchdog pings
-and the time to recover after the microphone comes back.
+"""The service, measured as systemd sees it: start to READY, idle CPU, peak RSS, watchdog pings,
+the time to recover after the microphone comes back, and a question answered after that.
 
 The real `edge-agent run` runs as a child process on a private PulseAudio server with a notify
 socket this bench owns (as systemd would pass it: $NOTIFY_SOCKET, $WATCHDOG_USEC), so every
@@ -34,6 +34,9 @@ WATCHDOG_USEC = 4_000_000
 START_TIMEOUT = 300.0
 """Seconds the agent may take to load its models and open its devices."""
 STATUS_TIMEOUT = 60.0
+QUESTION = "What time do you open tomorrow?"
+QUESTION_PAD_S = 0.5
+"""Silence before and after the question in its audio file."""
 
 
 class ServiceFigures(TypedDict):
@@ -55,6 +58,9 @@ class ServiceFigures(TypedDict):
     """From pulling the microphone to the STATUS saying the agent waits for it."""
     mic_recover_s: float
     """From the microphone's return to the STATUS saying the agent listens again."""
+    answered_after_return_s: float
+    """A question asked once the microphone is back: from the end of its words (as played into
+    the microphone) to the STATUS saying the agent speaks its answer."""
     statuses: list[str]
     """Every STATUS= line, in order."""
 
@@ -114,6 +120,7 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
             audio=dataclasses.replace(config.audio, input_device="usbmic"))
         config_file = work / "edge-agent.toml"
         config_file.write_text(to_toml(settings), encoding="utf-8")
+        question = _question_wav(config, work / "question.wav")
         listener = NotifyListener(work)
         env = {**pulse.env, "NOTIFY_SOCKET": str(listener.path),
                "WATCHDOG_USEC": str(WATCHDOG_USEC), "PYTHONUNBUFFERED": "1"}
@@ -145,6 +152,14 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
             listening = listener.wait_for(f"STATUS={LISTENING}", back, STATUS_TIMEOUT)
             say(f"  microphone pulled: said after {waiting - pulled:.2f} s; back: listening "
                 f"after {listening - back:.2f} s")
+            asked = time.monotonic()
+            caller = pulse.play(question, "micsink")
+            caller.wait(STATUS_TIMEOUT)
+            said = time.monotonic() - QUESTION_PAD_S  # the end of the words, not of the file
+            listener.wait_for("STATUS=answering", asked, STATUS_TIMEOUT)
+            speaking = listener.wait_for("STATUS=speaking", asked, STATUS_TIMEOUT)
+            say(f"  a question after the return: answered (speaking) {speaking - said:.2f} s "
+                "after its words ended")
         except RuntimeError as exc:
             agent.kill()
             _, errors = agent.communicate(timeout=30)
@@ -165,7 +180,21 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
                 "idle_rss_mb": round(memory["VmRSS"] / 1024, 1),
                 "peak_rss_mb": round(memory["VmHWM"] / 1024, 1), "watchdog_pings": pings,
                 "mic_lost_status_s": round(waiting - pulled, 3),
-                "mic_recover_s": round(listening - back, 3), "statuses": statuses}
+                "mic_recover_s": round(listening - back, 3),
+                "answered_after_return_s": round(speaking - said, 3), "statuses": statuses}
+
+
+def _question_wav(config: Config, path: Path) -> Path:
+    """A caller's question in the configured voice, at the microphone's rate, padded with
+    silence: what the agent must answer once its microphone is back."""
+    from edge_agent.app import load_voice
+    from edge_agent.audio.pcm import resample, silence, write_wav
+    from edge_agent.audio.pulse_rig import MIC_RATE
+
+    speech = load_voice(config).synthesize(QUESTION)
+    pad = silence(int(QUESTION_PAD_S * MIC_RATE))
+    write_wav(path, pad + resample(speech.pcm, speech.sample_rate, MIC_RATE) + pad, MIC_RATE)
+    return path
 
 
 def _quiet_after_greeting(listener: NotifyListener, ready: float) -> None:
@@ -221,5 +250,7 @@ def table(result: dict[str, Any]) -> str:
             ("peak RSS", f"{figures['peak_rss_mb']:.0f} MB (target <= 600 MB)"),
             ("watchdog pings", f"{figures['watchdog_pings']} in {figures['idle_s']:.0f} s"),
             ("mic pulled -> STATUS", f"{figures['mic_lost_status_s']:.2f} s"),
-            ("mic back -> listening", f"{figures['mic_recover_s']:.2f} s")]
+            ("mic back -> listening", f"{figures['mic_recover_s']:.2f} s"),
+            ("then a question", f"answered {figures['answered_after_return_s']:.2f} s after "
+                                "its words ended")]
     return "\n".join(f"  {name:24}{value}" for name, value in rows)

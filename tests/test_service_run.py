@@ -1,0 +1,43 @@
+"""The agent run as systemd runs it, under a test-owned notify socket (`bench service` does the
+running): READY once it can take a call, watchdog pings from its loop, STATUS as it goes; then
+its microphone is pulled out and given back, and a question asked after that is answered."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from edge_agent.audio.pulse_rig import PulseUnavailable
+from edge_agent.bench.service import WATCHDOG_USEC, run_service
+from edge_agent.config import Config
+
+pytestmark = [pytest.mark.audio, pytest.mark.models]
+
+
+def test_the_service_is_ready_pings_says_its_state_and_recovers_its_microphone(
+        tmp_path: Path) -> None:
+    script = tmp_path / "replies.toml"
+    script.write_text('replies = ["We open at nine.", "Yes."]\n', encoding="utf-8")
+    base = Config()
+    config = dataclasses.replace(
+        base, llm=dataclasses.replace(base.llm, engine="scripted", script=str(script)),
+        memory=dataclasses.replace(base.memory, summarizer="extractive"))
+    idle_s = 3 * WATCHDOG_USEC / 1e6 / 2  # three ping periods
+    lines: list[str] = []
+    try:
+        figures = run_service(config, idle_s, lines.append)
+    except PulseUnavailable as exc:
+        pytest.skip(f"no PulseAudio: {exc}")
+    assert figures["ready_s"] > 0
+    assert figures["watchdog_pings"] >= 2, figures  # one per period; the edges may miss one
+    statuses = figures["statuses"]
+    assert statuses[0] == "loading models and opening audio devices"
+    greeting = statuses.index("speaking")  # the greeting, then the agent listens
+    assert "listening" in statuses[greeting:]
+    lost = statuses.index("waiting for the microphone")
+    back = statuses.index("listening", lost)
+    answering = statuses.index("answering", back)
+    assert "speaking" in statuses[answering:]
+    assert figures["answered_after_return_s"] > 0
