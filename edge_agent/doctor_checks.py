@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio, said
-from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device
+from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
+from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
 from edge_agent.config import Config, ModelUse
 from edge_agent.doctor import CheckRecord, Context, Emit, check, failure, guarded, lower_first
 from edge_agent.errors import AudioDeviceError, EngineError, ModelFileError
@@ -121,19 +121,6 @@ def _find(pa: Any, devices: list[dict[str, Any]], wanted: str, output: bool) -> 
     return index, f"\"{name}\" (index {index}, {how})"
 
 
-def _open(pa: Any, direction: str, **kwargs: Any) -> Any:
-    failure_: Exception | None = None
-    with native_stderr() as native:
-        try:
-            return pa.open(**kwargs)
-        except PYAUDIO_ERRORS as exc:
-            failure_ = exc
-    raise AudioDeviceError(
-        f"cannot open it: {failure_}{said(native.text)}. Fix: check that no other program holds "
-        f"it (a running edge-agent: stop it first), or name another device in "
-        f"audio.{direction}_device")
-
-
 def _close(stream: Any) -> None:
     """Stop (an output stream plays out what it holds first) and close, quietly: ALSA may
     complain on the way out, and a failed stop must not leave the stream open."""
@@ -183,7 +170,7 @@ def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int) -> C
         finished.set()
         return chunk + bytes(frame_count * 2 - len(chunk)), pyaudio.paComplete
 
-    stream = _open(pa, "output", format=pyaudio.paInt16, channels=1, rate=rate, output=True,
+    stream = open_stream(pa, index, "output", format=pyaudio.paInt16, channels=1, rate=rate, output=True,
                    output_device_index=index, frames_per_buffer=_PERIOD, stream_callback=fill)
     try:
         latency = float(stream.get_output_latency())
@@ -218,7 +205,7 @@ def _input(pa: Any, devices: list[dict[str, Any]], wanted: str) -> CheckRecord:
         full.set()
         return None, pyaudio.paComplete
 
-    stream = _open(pa, "input", format=pyaudio.paInt16, channels=1, rate=rate, input=True,
+    stream = open_stream(pa, index, "input", format=pyaudio.paInt16, channels=1, rate=rate, input=True,
                    input_device_index=index, frames_per_buffer=PyAudioMicrophone.frame_samples,
                    stream_callback=take)
     try:

@@ -280,7 +280,7 @@ class _RefusingPa:
 
 def test_stream_open_error_quotes_alsa(capfd: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(AudioDeviceError) as caught:
-        pyaudio_io._open_stream(_RefusingPa(), 3, "output", output=True)
+        pyaudio_io.open_stream(_RefusingPa(), 3, "output", output=True)
     message = str(caught.value)
     assert message.startswith("cannot open audio output device 3: [Errno -9985] Device unavailable")
     assert "Device or resource busy" in message and "audio.output_device" in message

@@ -354,6 +354,16 @@ def test_a_read_only_data_dir_is_refused_at_start(
     assert "not writable" in line
 
 
+def test_a_data_dir_that_cannot_be_created_is_refused_at_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs as root too (root may write into read-only directories, not into /proc)."""
+    config = tmp_path / "c.toml"
+    config.write_text('data_dir = "/proc/edge-agent-data"\n', encoding="utf-8")
+    line = _one_error_line(*_run(capsys, "-c", str(config), "run", "--duration", "1")[:2],
+                           CONFIG_ERROR)
+    assert ": data_dir: " in line and "cannot create /proc/edge-agent-data" in line
+
+
 def test_a_second_live_agent_on_the_same_data_dir_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "c.toml"

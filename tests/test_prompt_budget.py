@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.conversation.builtin_tools import load_tools
-from edge_agent.engines import llm
 from edge_agent.engines.base import ChatMessage, ToolCall
 from edge_agent.engines.llm import LlamaLanguageModel
 from edge_agent.engines.prompt_budget import (
@@ -278,11 +277,9 @@ def test_the_count_is_the_prompt_llama_cpp_evaluates(smollm: Factory) -> None:
 
 @pytest.mark.models
 def test_a_long_system_prompt_and_history_fit_a_small_context(
-        smollm: Factory, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-        ) -> None:
+        smollm: Factory, caplog: pytest.LogCaptureFixture) -> None:
     model = smollm(256, 64)
     assert model.count_tokens(CONVERSATION[:1]) > 600  # the system prompt alone: over 2x
-    monkeypatch.setattr(llm, "_trim_reported", False)
     with caplog.at_level(logging.DEBUG, logger="edge_agent"):
         text, calls = reply(model, CONVERSATION)
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -84,7 +84,7 @@ def _stalled(now: float, opened_at: float, last: float | None, stall: float, gra
     return f"{what} for {since:.1f} s" if since > limit else None
 
 
-def _open_stream(pa: Any, device: int, direction: str, **kwargs: Any) -> Any:
+def open_stream(pa: Any, device: int, direction: str, **kwargs: Any) -> Any:
     """`pa.open`, with what ALSA prints kept for the error instead of reaching the terminal."""
     failure: Exception | None = None
     with native_stderr() as native:
@@ -115,7 +115,7 @@ class Capture:
             deliver(data)
             return None, pyaudio.paContinue
 
-        self._stream = _open_stream(pa, device, "input", format=pyaudio.paInt16, channels=1,
+        self._stream = open_stream(pa, device, "input", format=pyaudio.paInt16, channels=1,
                                     rate=sample_rate, input=True, input_device_index=device,
                                     frames_per_buffer=frame_samples, stream_callback=on_audio)
 
@@ -186,7 +186,7 @@ class PyAudioSpeaker:
         self.opened_at = clock.now()
         self._last_callback: float | None = None  # clock time of the last callback
         self._confirmed = 0  # audio frames played when PortAudio last called back
-        self._stream = _open_stream(pa, device, "output", format=pyaudio.paInt16, channels=1,
+        self._stream = open_stream(pa, device, "output", format=pyaudio.paInt16, channels=1,
                                     rate=sample_rate, output=True, output_device_index=device,
                                     frames_per_buffer=_PERIOD, stream_callback=self._fill)
 

@@ -26,9 +26,6 @@ from edge_agent.validate import TextRule, check_text
 
 log = logging.getLogger("edge_agent")
 
-_trim_reported = False
-"""A trimmed prompt was logged as a warning in this process: later ones go to debug, so a
-conversation past the context does not warn on every turn."""
 
 MESSAGE_MARKUP_ESTIMATE = 16
 """Tokens allowed per message, and once for the reply header, for the chat markup when the
@@ -83,6 +80,7 @@ class LlamaLanguageModel:
         self._reply_format = chat_formatter(self._llama, reply_header=True) if exact else None
         self._model_path = model_path
         self._identity: llm_state.ModelIdentity | None = None
+        self._trim_reported = False
         # Fail at start-up, not at the first turn, when not even empty messages fit.
         self._fit([{"role": "system", "content": ""}, {"role": "user", "content": ""}],
                   self.count_tokens)
@@ -185,15 +183,15 @@ class LlamaLanguageModel:
 
     def _fit(self, messages: list[ChatMessage], count: TokenCounter) -> list[ChatMessage]:
         """`messages` fitted to the context less the reply's room (see `prompt_budget`);
-        trimming is logged, as a warning the first time in the process."""
-        global _trim_reported
+        trimming is logged, as a warning the first time for this model."""
         fit = fit_prompt(messages, count, self._context - self._max_tokens,
                          advice=f"llm.context_tokens is {self._context} and llm.max_tokens "
                                 f"{self._max_tokens}: raise the first or lower the second")
         self.last_fit = fit
         if fit.changed:
-            report = log.debug if _trim_reported else log.warning
-            _trim_reported = True
+            # Warned once per model: a conversation past the context would warn every turn.
+            report = log.debug if self._trim_reported else log.warning
+            self._trim_reported = True
             report("the prompt did not fit llm.context_tokens (%d) less llm.max_tokens (%d): "
                    "dropped the %d oldest messages, cut %d characters from the end of the "
                    "system prompt and %d from the start of the last message (%d tokens now). "
