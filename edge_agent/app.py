@@ -21,6 +21,7 @@ from edge_agent.conversation.segmenter import SegmenterSettings
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer
+from edge_agent.engines.heap import release_freed_heap
 from edge_agent.engines.llm import ScriptedLanguageModel, ScriptedReply, load_language_model
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
@@ -89,6 +90,7 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
     engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts)
     names = {"vad": f"silero ({paths['vad'].name})", "stt": config.stt_engine, "llm": llm_name,
              "tts": f"piper ({voice.name})"}
+    release_freed_heap()  # the models' temporary copies made while loading
     return engines, names
 
 

@@ -33,6 +33,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, TypeVar
 
+from edge_agent.audio.pacing import PACED_FRAMES
 from edge_agent.audio.pyaudio_io import Capture, find_device
 from edge_agent.clock import Clock
 from edge_agent.errors import AudioDeviceError
@@ -44,9 +45,10 @@ OnState = Callable[[str, str, str], None]
 """on_state(device, state, detail): device is "microphone" or "speaker"."""
 
 CHECK_S = 0.25
-"""How often a waiting microphone looks at its stream (a dead stream is noticed this fast)."""
+"""How often a waiting microphone, and an idle speaker, look at their streams (a dead stream is
+noticed this fast)."""
 WATCH_S = 0.1
-"""How often the speaker's watchdog looks at its stream."""
+"""How often the speaker looks at its stream while audio waits to be played."""
 
 
 class Backoff:
@@ -275,16 +277,24 @@ class ResilientMicrophone(RecoveringDevice):
         self._capture: Capture | None = None
         self._generation = 0
         self._arrived: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._urgent: Callable[[], bool] = lambda: True
         self._arrival: asyncio.Event | None = None
         self._awaiting_first = False
         if require_at_start:
             find_device(host.pa, wanted, output=False)
 
-    async def frames(self) -> AsyncIterator[bytes]:
+    def frames(self) -> AsyncIterator[bytes]:
+        return self.paced_frames(lambda: True)
+
+    async def paced_frames(self, urgent: Callable[[], bool]) -> AsyncIterator[bytes]:
+        """Frames as they arrive, paced by `urgent` (see `edge_agent.audio.pacing`)."""
         period = self.frame_samples / self.sample_rate
         silence = bytes(2 * self.frame_samples)
+        self._urgent = urgent
         self._arrival = asyncio.Event()
         self._host.join(self)
+        checker = asyncio.get_running_loop().create_task(self._wake_to_check(),
+                                                         name="microphone-check")
         try:
             try:
                 await self._open()
@@ -310,6 +320,7 @@ class ResilientMicrophone(RecoveringDevice):
                     await self._clock.sleep_until(
                         wake if self._released else min(wake, self._retry_at))
         finally:
+            checker.cancel()
             self._host.leave(self)
             capture, self._capture = self._capture, None
             if capture is not None:
@@ -334,28 +345,34 @@ class ResilientMicrophone(RecoveringDevice):
                 self._down("waiting" if self._awaiting_first else "lost", reason)
                 return None
             self._arrival.clear()
-            waiter = asyncio.ensure_future(self._arrival.wait())
-            timer = asyncio.ensure_future(self._clock.sleep(CHECK_S))
-            try:
-                await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-                timer.cancel()
+            await self._arrival.wait()  # a frame, or `_wake_to_check`
         return None
+
+    async def _wake_to_check(self) -> None:
+        """Wake `_next_frame` every CHECK_S, so that a stream that stopped delivering is found
+        lost: one timer for the microphone's life, not a timer and a task per frame (those cost
+        more CPU than the voice activity detector on an idle kiosk)."""
+        while True:
+            await self._clock.sleep(CHECK_S)  # also hands over frames held back while idle
+            if self._arrival is not None:
+                self._arrival.set()
 
     async def _open(self) -> None:
         loop = asyncio.get_running_loop()
         generation = self._generation + 1
 
-        def arrive(item: tuple[int, bytes]) -> None:
-            self._arrived.append(item)
+        def wake() -> None:
             if self._arrival is not None:
                 self._arrival.set()
 
+        def arrive(data: bytes) -> None:  # on PortAudio's thread
+            self._arrived.append((generation, data))  # a deque: safe across threads
+            if self._urgent() or len(self._arrived) >= PACED_FRAMES:
+                loop.call_soon_threadsafe(wake)
+
         def open_capture() -> Capture:
             device = find_device(self._host.pa, self._wanted, output=False)
-            return Capture(self._host.pa, device, self.sample_rate, self.frame_samples,
-                           lambda data: loop.call_soon_threadsafe(arrive, (generation, data)),
+            return Capture(self._host.pa, device, self.sample_rate, self.frame_samples, arrive,
                            self._clock)
 
         capture = await self._host.call(open_capture, abandoned=Capture.close)

@@ -9,6 +9,7 @@ import contextlib
 from edge_agent.audio.pyaudio_io import PyAudioSpeaker, find_device
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.audio.resilient import (
+    CHECK_S,
     WATCH_S,
     Backoff,
     OnState,
@@ -159,7 +160,10 @@ class ResilientSpeaker(RecoveringDevice):
 
     async def _watch_loop(self) -> None:
         while True:
-            await self._clock.sleep(WATCH_S)
+            # While nothing waits to be played, a loss may be noticed a little later (the stall
+            # limits are seconds anyway) and the idle kiosk's loop wakes less.
+            playing = self._inner is not None and self._inner.pending()[0]
+            await self._clock.sleep(WATCH_S if playing else CHECK_S)
             try:
                 await self._watch_once(self._clock.now())
             except (OSError, ValueError) as exc:  # PyAudio's errors: the stream is unusable

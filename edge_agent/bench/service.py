@@ -50,8 +50,11 @@ class ServiceFigures(TypedDict):
     """CPU time of the idle agent (all its threads) over wall time, in % of one core."""
     idle_rss_mb: float
     """Resident memory while idle."""
+    idle_pss_mb: float
+    """Proportional resident memory while idle: RSS counts a page mapped twice twice (the reply
+    model and the LLM summarizer each map the same GGUF file), PSS once."""
     peak_rss_mb: float
-    """The process's high-water resident memory (VmHWM) at the end of the idle window."""
+    """The process's high-water resident memory (VmHWM) once the question was answered."""
     watchdog_pings: int
     """WATCHDOG=1 received during the idle window (one per WATCHDOG_USEC / 2)."""
     mic_lost_status_s: float
@@ -141,7 +144,7 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
             pings = listener.count("WATCHDOG=1", idle_start, idle_end)
             cpu = 100 * (cpu_end - cpu_start) / (idle_end - idle_start)
             say(f"  idle {idle_s:.0f} s: CPU {cpu:.1f} % of one core, RSS "
-                f"{memory['VmRSS'] / 1024:.0f} MB (peak {memory['VmHWM'] / 1024:.0f} MB), "
+                f"{memory['VmRSS'] / 1024:.0f} MB (PSS {memory['Pss'] / 1024:.0f} MB), "
                 f"{pings} watchdog pings")
             pulled = time.monotonic()
             module = pulse.unplug("usbmic")
@@ -160,6 +163,7 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
             speaking = listener.wait_for("STATUS=speaking", asked, STATUS_TIMEOUT)
             say(f"  a question after the return: answered (speaking) {speaking - said:.2f} s "
                 "after its words ended")
+            peak_kb = _memory_kb(agent.pid)["VmHWM"]
         except RuntimeError as exc:
             agent.kill()
             _, errors = agent.communicate(timeout=30)
@@ -178,7 +182,8 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
         return {"ready_s": round(ready - started, 3), "idle_s": idle_s,
                 "idle_cpu_percent": round(cpu, 2),
                 "idle_rss_mb": round(memory["VmRSS"] / 1024, 1),
-                "peak_rss_mb": round(memory["VmHWM"] / 1024, 1), "watchdog_pings": pings,
+                "idle_pss_mb": round(memory["Pss"] / 1024, 1),
+                "peak_rss_mb": round(peak_kb / 1024, 1), "watchdog_pings": pings,
                 "mic_lost_status_s": round(waiting - pulled, 3),
                 "mic_recover_s": round(listening - back, 3),
                 "answered_after_return_s": round(speaking - said, 3), "statuses": statuses}
@@ -214,10 +219,11 @@ def _cpu_seconds(pid: int) -> float:
 
 def _memory_kb(pid: int) -> dict[str, int]:
     values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0])
+    for name in ("status", "smaps_rollup"):
+        for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "Pss"):
+                values[key] = int(rest.split()[0])
     return values
 
 
@@ -246,7 +252,7 @@ def table(result: dict[str, Any]) -> str:
     figures: ServiceFigures = result["figures"]
     rows = [("start to READY", f"{figures['ready_s']:.2f} s"),
             ("idle CPU", f"{figures['idle_cpu_percent']:.1f} % of one core (target <= 5 %)"),
-            ("idle RSS", f"{figures['idle_rss_mb']:.0f} MB"),
+            ("idle RSS", f"{figures['idle_rss_mb']:.0f} MB (PSS {figures['idle_pss_mb']:.0f} MB)"),
             ("peak RSS", f"{figures['peak_rss_mb']:.0f} MB (target <= 600 MB)"),
             ("watchdog pings", f"{figures['watchdog_pings']} in {figures['idle_s']:.0f} s"),
             ("mic pulled -> STATUS", f"{figures['mic_lost_status_s']:.2f} s"),

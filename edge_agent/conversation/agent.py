@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from edge_agent.audio.device import Microphone, Speaker
+from edge_agent.audio.pacing import paced_frames
 from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
 from edge_agent.conversation.echo import EchoFilter
@@ -178,7 +179,7 @@ class Conversation:
         last_activity = 0.0
         utterance: _Utterance | None = None
         idle_end = self._settings.idle_end_s
-        async for frame in mic.frames():
+        async for frame in paced_frames(mic, lambda: self.busy or not segmenter.idle):
             if self._responder.failure is not None:
                 # Never an engine failure (a reply says the fallback line over those and the
                 # loop goes on): something the reply could not recover from.

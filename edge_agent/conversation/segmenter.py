@@ -39,6 +39,11 @@ class SpeechSegmenter:
         return self._run_silence * self._frame_ms
 
     @property
+    def idle(self) -> bool:
+        """No speech in progress and none starting: the next frame can wait a little."""
+        return not self.in_speech and self._run_speech == 0
+
+    @property
     def onset_frames(self) -> int:
         """Frames of the current segment that were heard before the onset was declared."""
         return max(1, round(self._settings.min_speech_ms / self._frame_ms))

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent.engines.base import RecognizedWord, Transcript
+from edge_agent.engines.ort_session import open_session
 from edge_agent.errors import ModelFileError
 
 MODEL_FILES = ("encoder_model.ort", "decoder_model_merged.ort", "tokenizer.bin")
@@ -71,8 +72,6 @@ class MoonshineRecognizer:
     sample_rate = 16000
 
     def __init__(self, model_dir: Path, threads: int = 1) -> None:
-        import onnxruntime
-
         from edge_agent.engines.ort_model import (
             load_ort_as_onnx,
             quantized_weights_to_matmul_nbits,
@@ -82,16 +81,13 @@ class MoonshineRecognizer:
             if not (model_dir / name).is_file():
                 raise ModelFileError(model_dir / name, "missing")
         self._tokens = read_tokenizer(model_dir / "tokenizer.bin")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # errors only: no warnings on stderr during a call
         sessions = []
         for name in MODEL_FILES[:2]:
             try:
-                model = quantized_weights_to_matmul_nbits(load_ort_as_onnx(model_dir / name))
-                sessions.append(onnxruntime.InferenceSession(
-                    model.SerializeToString(), options, providers=["CPUExecutionProvider"]))
+                serialized = quantized_weights_to_matmul_nbits(
+                    load_ort_as_onnx(model_dir / name)).SerializeToString()
+                sessions.append(open_session(serialized, threads))
+                del serialized
             except Exception as exc:  # OrtModelError, or onnxruntime's own error types
                 raise ModelFileError(model_dir / name, f"cannot load it ({exc})") from None
         self._encoder, self._decoder = sessions

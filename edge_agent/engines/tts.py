@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.engines.base import SpeechAudio
+from edge_agent.engines.ort_session import open_session
 from edge_agent.engines.speech_text import sanitize_for_speech, split_speech_text
 from edge_agent.errors import ModelFileError
 from edge_agent.heard.timings import PhonemeWord, WordTiming, align_words, split_phoneme_words
@@ -169,7 +170,6 @@ def _load_voice(model_path: Path, config_path: Path | None, threads: int) -> Any
     import json
 
     import onnx
-    import onnxruntime
     from piper import PiperConfig, PiperVoice
     from piper.patch_voice_with_alignment import add_alignment_output
 
@@ -178,9 +178,6 @@ def _load_voice(model_path: Path, config_path: Path | None, threads: int) -> Any
     model = onnx.load(str(model_path))
     with contextlib.suppress(ValueError):  # already patched on disk: use it as it is
         add_alignment_output(model)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(model.SerializeToString(), sess_options=options,
-                                           providers=["CPUExecutionProvider"])
-    return PiperVoice(config=config, session=session)
+    serialized = model.SerializeToString()
+    del model  # the voice's weights, once is enough
+    return PiperVoice(config=config, session=open_session(serialized, threads))

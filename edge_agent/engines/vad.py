@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnxruntime
 
+from edge_agent.engines.ort_session import open_session
 from edge_agent.errors import ModelFileError
 
 _CONTEXT = 64
@@ -19,13 +19,8 @@ class SileroVad:
     frame_samples = 512
 
     def __init__(self, model_path: Path) -> None:
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
         try:
-            self._session = onnxruntime.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            self._session = open_session(model_path, threads=1)
         except Exception as exc:
             raise ModelFileError(
                 model_path, f"onnxruntime cannot load it as the Silero VAD ({exc})") from None
