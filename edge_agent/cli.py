@@ -24,7 +24,12 @@ from edge_agent.cli_service import run as run_service_command
 from edge_agent.config import Config, load_config
 from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.jsonfile import check_writable, write_json
-from edge_agent.printable import escape_controls
+from edge_agent.service.journal import (
+    StderrLines,
+    journal_line,
+    native_lines_logged,
+    to_journal,
+)
 from edge_agent.session import SessionRecord
 
 
@@ -185,14 +190,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise OutputError(audio_dir, "not writable by this user")
 
 
-class _StderrLines(logging.Handler):
-    """One line per record on whatever sys.stderr is at the time (journald reads it)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = escape_controls(record.getMessage())
-        print(f"edge-agent: {record.levelname.lower()}: {text}", file=sys.stderr, flush=True)
-
-
 @contextlib.contextmanager
 def _log_to_stderr() -> Iterator[None]:
     """Warnings (a suspicious config value, a damaged model copy) go to stderr, one line each,
@@ -200,7 +197,7 @@ def _log_to_stderr() -> Iterator[None]:
     quantization module does) must not print them twice. Restored on return, so `main` can be
     called in-process."""
     logger = logging.getLogger("edge_agent")
-    handler = _StderrLines()
+    handler = StderrLines()
     saved = logger.propagate, logger.level
     logger.addHandler(handler)
     logger.propagate = False
@@ -237,10 +234,15 @@ def _run(config: Config, args: argparse.Namespace) -> int:
     from edge_agent.service.notify import SystemdNotifier
 
     notifier = SystemdNotifier()  # does nothing unless systemd gave a notify socket
-    quiet = logging.getLogger("edge_agent").getEffectiveLevel() > logging.INFO
 
-    def printer(line: str) -> None:
-        if not quiet:  # conversation lines are info: [log] level = "warning" keeps them out
+    journal = to_journal(sys.stderr)
+
+    def printer(line: str, level: int = logging.INFO) -> None:
+        if level < logging.getLogger("edge_agent").getEffectiveLevel():
+            return  # conversation lines are info: [log] level = "warning" keeps them out
+        if journal:  # one stream, in order, each line at its priority
+            print(journal_line(line, level, None, True), file=sys.stderr, flush=True)
+        else:
             print(line, flush=True)
 
     async def live() -> SessionRecord:
@@ -250,10 +252,12 @@ def _run(config: Config, args: argparse.Namespace) -> int:
             loop.add_signal_handler(signum, stop.set)
         printer("edge-agent: loading models and opening audio devices...")
         notifier.status("loading models and opening audio devices")
-        return await run_live(config, stop, printer=printer, max_seconds=args.duration,
+        return await run_live(config, stop, printer=printer,
+                              warner=lambda line: printer(line, logging.WARNING),
+                              max_seconds=args.duration,
                               audio_dir=args.audio_dir, notifier=notifier)
 
-    with data_dir_lock(config):
+    with data_dir_lock(config), native_lines_logged() if journal else contextlib.nullcontext():
         record = asyncio.run(live())
     _write_record(dict(record), args.json)
     return 0

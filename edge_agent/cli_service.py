@@ -15,10 +15,9 @@ from edge_agent.service.install import (
     Layout,
     install_plan,
     preflight,
-    run_command,
-    run_plan,
     uninstall_plan,
 )
+from edge_agent.service.steps import run_command, run_plan
 
 
 def add_parsers(commands: Any) -> None:

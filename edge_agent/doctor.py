@@ -5,8 +5,8 @@ operator sees results while the models load, each group in a worker thread with 
 a check that raises is that check's FAIL line with the error text (never a traceback), one that
 hangs (a stuck sound server, a stalled disk) a FAIL line when its group's time is up; the other
 groups still run. Nothing is created or written: the data dir is not made, the memory database
-is read without being migrated. Audio and model checks: `edge_agent.doctor_checks`; the command
-(output, --json, exit status): `edge_agent.cli_doctor`.
+is read without being migrated (`edge_agent.doctor_database`). Audio and model checks:
+`edge_agent.doctor_checks`; the command (output, --json, exit status): `edge_agent.cli_doctor`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import fcntl
 import os
 import platform
 import socket
-import sqlite3
 import threading
-import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,6 @@ from typing import Literal, TypedDict
 from edge_agent import __version__
 from edge_agent.config import SEARCH_PATHS, Config, load_config
 from edge_agent.errors import ConfigError, EdgeAgentError, ModelMissingError
-from edge_agent.memory.schema import SCHEMA_VERSION
 from edge_agent.printable import escape_controls
 
 Status = Literal["ok", "warn", "FAIL"]
@@ -133,6 +130,7 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
     `config_path` (else $EDGE_AGENT_CONFIG or /etc/edge-agent/edge-agent.toml), so that a bad
     config is a FAIL line and the other checks run on the built-in defaults."""
     from edge_agent import doctor_checks
+    from edge_agent.doctor_database import database_line
 
     checks: list[CheckRecord] = []
 
@@ -148,7 +146,7 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
     context = Context(loaded, quick, machine)
     groups = (_single("data dir", lambda c: _data_dir_line(c.config.data_path), 30),
               Group(lambda _: ("cpu", "ram", "disk"), _machine, 30),
-              _single("memory db", lambda c: _database_line(c.config.db_path, c.quick), 600),
+              _single("memory db", lambda c: database_line(c.config.db_path, c.quick), 600),
               Group(doctor_checks.audio_names, doctor_checks.audio, 90),
               Group(doctor_checks.model_names, doctor_checks.models, 900))
     for group in groups:
@@ -342,60 +340,3 @@ def _disk(data_dir: Path, machine: MachineRecord) -> CheckRecord:
     if free < LOW_DISK:
         return check("disk", "warn", f"{detail} (under 1 GB)", fix)
     return check("disk", "ok", detail)
-
-
-# -- memory database -------------------------------------------------------------------------
-
-_DAMAGED_FIX = ("move it away (edge-agent then starts a new memory) or restore a backup; "
-                "`sqlite3 FILE .recover` may save its rows")
-
-
-def _database_line(path: Path, quick: bool) -> CheckRecord:
-    name = "memory db"
-    if not path.exists():
-        return check(name, "ok", f"no database yet at {path} (created on the first run)")
-    wal = path.with_name(path.name + "-wal")
-    size = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-    pragma = "quick_check" if quick else "integrity_check"
-    try:
-        found, version, sessions = _inspect(path, wal.exists(), pragma)
-    except sqlite3.DatabaseError as exc:
-        text = str(exc)
-        if "not a database" in text or "malformed" in text:
-            return check(name, "FAIL", f"{path}: not a SQLite database, or damaged ({text})",
-                         _DAMAGED_FIX)
-        return check(name, "FAIL", f"{path}: cannot be read ({text})",
-                     "check that the file and the data dir are readable by this user")
-    if found != ["ok"]:
-        shown = "; ".join(found[:3]) + (f" (and {len(found) - 3} more)" if len(found) > 3 else "")
-        return check(name, "FAIL", f"{path} is damaged ({pragma}: {shown})", _DAMAGED_FIX)
-    if version > SCHEMA_VERSION:
-        return check(name, "FAIL", f"{path} was written by a newer edge-agent (schema "
-                     f"{version}; this one knows up to {SCHEMA_VERSION})",
-                     "upgrade edge-agent, or point data_dir at another directory")
-    if not os.access(path, os.R_OK | os.W_OK):
-        return check(name, "FAIL", f"{path} is not writable by this user (uid {os.geteuid()})",
-                     "give it to the agent's user (chown), or run the agent as its owner")
-    schema = (f"schema {version}" if version == SCHEMA_VERSION
-              else f"schema {version}, upgraded to {SCHEMA_VERSION} on the next run")
-    return check(name, "ok", f"{path}: {pragma} ok, {schema}, {size / MB:.1f} MB, "
-                 f"{sessions} session{'s' if sessions != 1 else ''}")
-
-
-def _inspect(path: Path, has_wal: bool, pragma: str) -> tuple[list[str], int, int]:
-    """(check result lines, schema version, sessions), read without writing anything. With no
-    -wal file the database file is whole: opened immutable, since a read-only open of a WAL
-    database creates -wal and -shm files owned by whoever runs the doctor (root), which the
-    agent's user could not write. With one, a live or crashed agent's last commits are in it."""
-    mode = "mode=ro" if has_wal else "immutable=1"
-    uri = f"file:{urllib.parse.quote(str(path))}?{mode}"
-    connection = sqlite3.connect(uri, uri=True, timeout=5)
-    try:
-        found = [str(row[0]) for row in connection.execute(f"PRAGMA {pragma}")]
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-        sessions = (int(connection.execute("SELECT count(*) FROM sessions").fetchone()[0])
-                    if "sessions" in tables else 0)
-    finally:
-        connection.close()
-    return found, version, sessions

@@ -33,7 +33,8 @@ from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.llm import ScriptedLanguageModel
-from edge_agent.events import EventLog, LoggedEvent, Notice
+from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
+from edge_agent.service.journal import session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
 from edge_agent.service.status import LISTENING, device_status, status_after
 from edge_agent.session import SessionRecord
@@ -48,6 +49,9 @@ class Reporter:
     """Where a run's events go: one console line each and, under systemd, the STATUS line."""
 
     printer: Printer = print
+    warner: Printer | None = None
+    """Where notes (a device lost or back) and failed replies go, when not to `printer`: a
+    journal stores them at warning priority."""
     transcripts: bool = True
     """Show what was said; else only how many words (a public kiosk's journal)."""
     notifier: SystemdNotifier | None = None
@@ -60,7 +64,8 @@ class Reporter:
     def event(self, entry: LoggedEvent) -> None:
         line = describe(entry, self.transcripts)
         if line:
-            self.say(line)
+            warning = isinstance(entry.event, Notice | ReplyFailed)
+            self.say(line, self.warner if warning else None)
         status = status_after(entry.event)
         if status is not None and self.notifier is not None and not self.down:
             self.notifier.status(status)
@@ -76,9 +81,9 @@ class Reporter:
             self.notifier.status(device_status(shown[0], "lost") if shown
                                  else device_status(device, "back"))
 
-    def say(self, line: str) -> None:
+    def say(self, line: str, printer: Printer | None = None) -> None:
         session = self.session() if self.session is not None else None
-        self.printer(f"[session {session}] {line}" if session else line)
+        (printer or self.printer)(f"[session {session}] {line}" if session else line)
 
 
 async def _report_events(queue: asyncio.Queue[LoggedEvent], reporter: Reporter) -> None:
@@ -192,6 +197,7 @@ async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None
 
 
 async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print,
+                   warner: Printer | None = None,
                    max_seconds: float | None = None, audio_dir: Path | None = None,
                    companion: Callable[[EventLog, Engines], Awaitable[None]] | None = None,
                    loaded: tuple[Engines, dict[str, str]] | None = None,
@@ -210,7 +216,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     clock = MonotonicClock()
     parts = conversation_parts(config)
     host = PortAudioHost(open_pyaudio(), clock)
-    reporter = Reporter(printer, config.log.transcripts, notifier)
+    reporter = Reporter(printer, warner, config.log.transcripts, notifier)
     logs: list[EventLog] = []  # the log exists once the models are loaded
 
     def on_state(device: str, state: str, detail: str) -> None:
@@ -218,7 +224,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         if logs:
             logs[0].publish(Notice(line))
         else:
-            reporter.say(f"edge-agent: {line}")
+            reporter.say(f"edge-agent: {line}", reporter.warner)
         reporter.device(device, state)
 
     try:
@@ -237,7 +243,10 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio)
-        reporter.session = lambda: memory.conversation.session_id
+        def session_id() -> str | None:
+            return memory.conversation.session_id
+
+        reporter.session = session_id
 
         async def until_stopped(talking: asyncio.Task[None]) -> None:
             printer("edge-agent: listening (Ctrl-C to stop)")
@@ -251,8 +260,10 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
 
         try:
-            async with supervised(notifier or SystemdNotifier({})):
-                return await _session(talk, log, memory, reporter, until_stopped, unit_audio)
+            with session_tagged(session_id):
+                async with supervised(notifier or SystemdNotifier({})):
+                    return await _session(talk, log, memory, reporter, until_stopped,
+                                          unit_audio)
         finally:
             speaker.close()
     finally:

@@ -255,7 +255,7 @@ async def test_an_idle_loop_gets_the_microphone_in_batches_and_a_busy_one_frame_
     wakes = sorted(set(idle))
     assert len(wakes) <= len(idle) / 4  # handed over several at a time...
     held = PACED_FRAMES * period + 1e-9
-    assert all(b - a <= held for a, b in zip(wakes, wakes[1:]))  # ...never held long
+    assert all(b - a <= held for a, b in itertools.pairwise(wakes))  # ...never held long
     # Busy: each frame as it is captured (the batch waiting at the switch comes with the first).
     after = [t for t in busy if t > switched + period]
     assert len(set(after)) == len(after) and len(after) >= round(1.0 / period) - 3

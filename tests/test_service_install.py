@@ -15,15 +15,14 @@ from edge_agent import cli_service
 from edge_agent.config import Config, parse_config
 from edge_agent.errors import ServiceError
 from edge_agent.service.install import (
-    CommandResult,
     Layout,
     install_plan,
     preflight,
     render_unit,
-    run_plan,
     service_config,
     uninstall_plan,
 )
+from edge_agent.service.steps import CommandResult, run_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 EXECUTABLE = ["/opt/edge-agent/venv/bin/edge-agent"]
@@ -248,3 +247,18 @@ def test_service_config_changes_only_data_dir() -> None:
     changed = [(a, b) for a, b in zip(shipped.splitlines(), text.splitlines(), strict=True)
                if a != b]
     assert changed == [('data_dir = "~/.local/share/edge-agent"', 'data_dir = "/var/lib/edge-agent"')]
+
+
+def test_every_template_ships_in_the_wheel_under_share() -> None:
+    """`service install` outside a checkout reads <prefix>/share/edge-agent/: the wheel must
+    carry every file of systemd/ and config/ there (a new template cannot be forgotten)."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = {f"{target.removeprefix('share/edge-agent/')}/{Path(source).name}"
+               for target, sources in project["tool"]["setuptools"]["data-files"].items()
+               for source in sources}
+    on_disk = {f"{p.parent.name}/{p.name}" for folder in ("systemd", "config")
+               for p in (root / folder).iterdir() if p.is_file()}
+    assert shipped == on_disk

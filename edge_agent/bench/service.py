@@ -1,12 +1,14 @@
-"""The service, measured as systemd sees it: start to READY, idle CPU, peak RSS, watchdog pings,
-the time to recover after the microphone comes back, and a question answered after that.
+"""The service, measured as systemd sees it: start to READY, idle CPU, RSS, watchdog pings, the
+time to recover after the microphone comes back and a question answered after that, then the
+same for the speaker (and how much of that answer reached it).
 
 The real `edge-agent run` runs as a child process on a private PulseAudio server with a notify
-socket this bench owns (as systemd would pass it: $NOTIFY_SOCKET, $WATCHDOG_USEC), so every
-figure comes from outside the agent: READY=1 and STATUS= datagrams as they arrive, CPU time and
-the high-water RSS from /proc. The microphone is a device PulseAudio can take away (`usbmic`,
-like a USB headset pulled out) and give back; recovery is from the moment it is back to the
-agent's STATUS saying it listens again.
+socket this bench owns (as systemd would pass it: $NOTIFY_SOCKET, $WATCHDOG_USEC) and its stderr
+connected as a journald stream ($JOURNAL_STREAM), so every figure comes from outside the agent:
+READY=1 and STATUS= datagrams as they arrive, CPU time and memory from /proc. The microphone and
+the speaker are devices PulseAudio can take away (`usbmic`, `usbspeaker`, like a USB headset
+pulled out) and give back; recovery is from the moment one is back to the agent's STATUS saying
+it listens again.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
-from edge_agent.audio.pulse_rig import pulse_server
+import numpy as np
+
+from edge_agent.audio.pulse_rig import SPEAKER_RATE, PulseServer, pulse_server, stop
 from edge_agent.config import Config
 from edge_agent.service.status import LISTENING, device_status
 
@@ -64,8 +68,46 @@ class ServiceFigures(TypedDict):
     answered_after_return_s: float
     """A question asked once the microphone is back: from the end of its words (as played into
     the microphone) to the STATUS saying the agent speaks its answer."""
+    speaker_lost_status_s: float
+    """From pulling the speaker to the STATUS saying the agent waits for it."""
+    speaker_recover_s: float
+    """From the speaker's return to the STATUS saying the agent listens again."""
+    answered_after_speaker_return_s: float
+    """The question asked again once the speaker is back: from the end of its words to the
+    STATUS saying the agent speaks."""
+    answer_heard_s: float
+    """Seconds of that answer that reached the returned speaker (recorded from its monitor)."""
     statuses: list[str]
     """Every STATUS= line, in order."""
+    journal: list[str]
+    """Every line the agent wrote to its stderr, connected as a journald stream is."""
+
+
+class JournalStream:
+    """A pipe the agent gets as its stderr, announced as systemd announces a journald stream
+    ($JOURNAL_STREAM, its device and inode), read line by line as the agent writes."""
+
+    def __init__(self) -> None:
+        self._read, self.write_fd = os.pipe()
+        status = os.fstat(self.write_fd)
+        self.variable = f"{status.st_dev}:{status.st_ino}"
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        with open(self._read, encoding="utf-8", errors="replace") as stream:
+            for line in stream:
+                self.lines.append(line.rstrip("\n"))
+
+    def started(self) -> None:
+        """The agent holds the write end now: close ours, so the end of its output is seen."""
+        os.close(self.write_fd)
+
+    def finish(self, timeout: float = 30.0) -> list[str]:
+        """Every line, once the agent has exited (its end of the pipe closed)."""
+        self._thread.join(timeout)
+        return list(self.lines)
 
 
 class NotifyListener:
@@ -120,17 +162,23 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
         work = Path(scratch)
         settings = dataclasses.replace(
             config, data_dir=str(work / "data"),
-            audio=dataclasses.replace(config.audio, input_device="usbmic"))
+            audio=dataclasses.replace(config.audio, input_device="usbmic",
+                                      output_device="usbspeaker"))
         config_file = work / "edge-agent.toml"
         config_file.write_text(to_toml(settings), encoding="utf-8")
         question = _question_wav(config, work / "question.wav")
         listener = NotifyListener(work)
+        journal = JournalStream()
         env = {**pulse.env, "NOTIFY_SOCKET": str(listener.path),
-               "WATCHDOG_USEC": str(WATCHDOG_USEC), "PYTHONUNBUFFERED": "1"}
+               "WATCHDOG_USEC": str(WATCHDOG_USEC), "PYTHONUNBUFFERED": "1",
+               "JOURNAL_STREAM": journal.variable}
         started = time.monotonic()
-        agent = subprocess.Popen([sys.executable, "-m", "edge_agent", "-c", str(config_file), "run"],
-                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 text=True)
+        try:
+            agent = subprocess.Popen(
+                [sys.executable, "-m", "edge_agent", "-c", str(config_file), "run"], env=env,
+                stdout=subprocess.DEVNULL, stderr=journal.write_fd)
+        finally:
+            journal.started()
         env["WATCHDOG_PID"] = str(agent.pid)
         try:
             ready = listener.wait_for("READY=1", started, START_TIMEOUT)
@@ -146,36 +194,33 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
             say(f"  idle {idle_s:.0f} s: CPU {cpu:.1f} % of one core, RSS "
                 f"{memory['VmRSS'] / 1024:.0f} MB (PSS {memory['Pss'] / 1024:.0f} MB), "
                 f"{pings} watchdog pings")
-            pulled = time.monotonic()
-            module = pulse.unplug("usbmic")
-            waiting = listener.wait_for(f"STATUS={device_status('microphone', 'lost')}", pulled,
-                                        STATUS_TIMEOUT)
-            pulse.plug(module)
-            back = time.monotonic()
-            listening = listener.wait_for(f"STATUS={LISTENING}", back, STATUS_TIMEOUT)
-            say(f"  microphone pulled: said after {waiting - pulled:.2f} s; back: listening "
-                f"after {listening - back:.2f} s")
-            asked = time.monotonic()
-            caller = pulse.play(question, "micsink")
-            caller.wait(STATUS_TIMEOUT)
-            said = time.monotonic() - QUESTION_PAD_S  # the end of the words, not of the file
-            listener.wait_for("STATUS=answering", asked, STATUS_TIMEOUT)
-            speaking = listener.wait_for("STATUS=speaking", asked, STATUS_TIMEOUT)
+            mic_lost, mic_back = _pull_and_return(pulse, listener, "usbmic", "microphone")
+            say(f"  microphone pulled: said after {mic_lost:.2f} s; back: listening "
+                f"after {mic_back:.2f} s")
+            said, speaking, _ = _ask(pulse, listener, question)
             say(f"  a question after the return: answered (speaking) {speaking - said:.2f} s "
                 "after its words ended")
+            listener.wait_for(f"STATUS={LISTENING}", speaking, STATUS_TIMEOUT)  # answer played
+            speaker_lost, speaker_back = _pull_and_return(pulse, listener, "usbspeaker",
+                                                          "speaker")
+            said_again, speaking_again, audible = _ask(pulse, listener, question, work)
+            say(f"  speaker pulled: said after {speaker_lost:.2f} s; back: listening after "
+                f"{speaker_back:.2f} s; the next answer {speaking_again - said_again:.2f} s "
+                f"after the question, {audible:.2f} s of it heard at the speaker")
             peak_kb = _memory_kb(agent.pid)["VmHWM"]
         except RuntimeError as exc:
             agent.kill()
-            _, errors = agent.communicate(timeout=30)
-            raise RuntimeError(f"{exc}; agent stderr: {(errors or '')[-1500:]}") from None
+            agent.wait(30)
+            output = "\n".join(journal.finish())
+            raise RuntimeError(f"{exc}; agent stderr: {output[-1500:]}") from None
         finally:
             if agent.poll() is None:
                 agent.send_signal(signal.SIGTERM)
                 try:
-                    agent.communicate(timeout=60)
+                    agent.wait(60)
                 except subprocess.TimeoutExpired:
                     agent.kill()
-                    agent.communicate()
+                    agent.wait()
             listener.close()
         statuses = [m.removeprefix("STATUS=") for _, m in listener.messages
                     if m.startswith("STATUS=")]
@@ -184,9 +229,60 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
                 "idle_rss_mb": round(memory["VmRSS"] / 1024, 1),
                 "idle_pss_mb": round(memory["Pss"] / 1024, 1),
                 "peak_rss_mb": round(peak_kb / 1024, 1), "watchdog_pings": pings,
-                "mic_lost_status_s": round(waiting - pulled, 3),
-                "mic_recover_s": round(listening - back, 3),
-                "answered_after_return_s": round(speaking - said, 3), "statuses": statuses}
+                "mic_lost_status_s": round(mic_lost, 3), "mic_recover_s": round(mic_back, 3),
+                "answered_after_return_s": round(speaking - said, 3),
+                "speaker_lost_status_s": round(speaker_lost, 3),
+                "speaker_recover_s": round(speaker_back, 3),
+                "answered_after_speaker_return_s": round(speaking_again - said_again, 3),
+                "answer_heard_s": round(audible, 3), "statuses": statuses,
+                "journal": journal.finish()}
+
+
+def _pull_and_return(pulse: PulseServer, listener: NotifyListener, name: str, device: str
+                     ) -> tuple[float, float]:
+    """Unplug device `name` (the agent's `device`, "microphone" or "speaker") and plug it back:
+    (seconds until the agent said it waits for it, seconds from its return to listening)."""
+    pulled = time.monotonic()
+    module = pulse.unplug(name)
+    waiting = listener.wait_for(f"STATUS={device_status(device, 'lost')}", pulled,
+                                STATUS_TIMEOUT)
+    pulse.plug(module)
+    back = time.monotonic()
+    listening = listener.wait_for(f"STATUS={LISTENING}", back, STATUS_TIMEOUT)
+    return waiting - pulled, listening - back
+
+
+def _ask(pulse: PulseServer, listener: NotifyListener, question: Path,
+         record_in: Path | None = None) -> tuple[float, float, float]:
+    """Play the question into the microphone: (end of its words, when the agent started
+    speaking, seconds of the answer heard at `usbspeaker` once it is done; with `record_in`)."""
+    asked = time.monotonic()
+    recording = (pulse.record(record_in / "answer.raw", "usbspeaker.monitor", SPEAKER_RATE)
+                 if record_in is not None else None)
+    try:
+        caller = pulse.play(question, "micsink")
+        caller.wait(STATUS_TIMEOUT)
+        said = time.monotonic() - QUESTION_PAD_S  # the end of the words, not of the file
+        listener.wait_for("STATUS=answering", asked, STATUS_TIMEOUT)
+        speaking = listener.wait_for("STATUS=speaking", asked, STATUS_TIMEOUT)
+        if recording is not None:
+            listener.wait_for(f"STATUS={LISTENING}", speaking, STATUS_TIMEOUT)
+    finally:
+        if recording is not None:
+            stop(recording)
+    if record_in is None:
+        return said, speaking, 0.0
+    return said, speaking, _audible_seconds((record_in / "answer.raw").read_bytes())
+
+
+def _audible_seconds(pcm: bytes) -> float:
+    """Seconds of 20 ms blocks louder than -40 dBFS."""
+    samples = np.frombuffer(pcm[:len(pcm) // 2 * 2], dtype=np.int16).astype(np.float32)
+    block = SPEAKER_RATE // 50
+    blocks = samples[:len(samples) // block * block].reshape(-1, block)
+    if not len(blocks):
+        return 0.0
+    return float(np.count_nonzero(np.sqrt(np.mean(blocks ** 2, axis=1)) > 32768 * 0.01)) / 50
 
 
 def _question_wav(config: Config, path: Path) -> Path:
@@ -258,5 +354,10 @@ def table(result: dict[str, Any]) -> str:
             ("mic pulled -> STATUS", f"{figures['mic_lost_status_s']:.2f} s"),
             ("mic back -> listening", f"{figures['mic_recover_s']:.2f} s"),
             ("then a question", f"answered {figures['answered_after_return_s']:.2f} s after "
-                                "its words ended")]
+                                "its words ended"),
+            ("speaker pulled -> STATUS", f"{figures['speaker_lost_status_s']:.2f} s"),
+            ("speaker back -> listening", f"{figures['speaker_recover_s']:.2f} s"),
+            ("then a question", f"answered {figures['answered_after_speaker_return_s']:.2f} s "
+                                f"after its words ended, {figures['answer_heard_s']:.1f} s of "
+                                "it heard")]
     return "\n".join(f"  {name:24}{value}" for name, value in rows)
