@@ -32,6 +32,7 @@ from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
 from edge_agent.engines.base import TextToSpeech
+from edge_agent.engines.heap import release_freed_heap
 from edge_agent.engines.llm import ScriptedLanguageModel
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
 from edge_agent.service.journal import session_tagged
@@ -60,6 +61,8 @@ class Reporter:
 
     down: set[str] = field(default_factory=set)
     """Devices that are gone: while one is, STATUS keeps saying so."""
+    on_listening: Callable[[], None] | None = None
+    """Called each time the agent goes back to listening (a reply done or cut)."""
 
     def event(self, entry: LoggedEvent) -> None:
         line = describe(entry, self.transcripts)
@@ -69,6 +72,8 @@ class Reporter:
         status = status_after(entry.event)
         if status is not None and self.notifier is not None and not self.down:
             self.notifier.status(status)
+        if status == LISTENING and self.on_listening is not None:
+            self.on_listening()
 
     def device(self, device: str, state: str) -> None:
         """`device` ("microphone", "speaker") is "lost", "waiting" or "back"."""
@@ -217,6 +222,17 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     parts = conversation_parts(config)
     host = PortAudioHost(open_pyaudio(), clock)
     reporter = Reporter(printer, warner, config.log.transcripts, notifier)
+    # A reply's transient buffers (the voice's and the recognizer's activations, llama.cpp's
+    # batches) are freed into the C heap, which keeps them: a kiosk that answered once would
+    # hold its peak for good. Given back, off the loop, each time the agent listens again.
+    trims: set[asyncio.Future[bool]] = set()  # referenced until done
+
+    def trim_heap() -> None:
+        trim = asyncio.ensure_future(asyncio.to_thread(release_freed_heap))
+        trims.add(trim)
+        trim.add_done_callback(trims.discard)
+
+    reporter.on_listening = trim_heap
     logs: list[EventLog] = []  # the log exists once the models are loaded
 
     def on_state(device: str, state: str, detail: str) -> None:

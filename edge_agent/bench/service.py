@@ -39,6 +39,7 @@ START_TIMEOUT = 300.0
 """Seconds the agent may take to load its models and open its devices."""
 STATUS_TIMEOUT = 60.0
 QUESTION = "What time do you open tomorrow?"
+AFTER_ANSWER_S = 2.0
 QUESTION_PAD_S = 0.5
 """Silence before and after the question in its audio file."""
 
@@ -58,7 +59,9 @@ class ServiceFigures(TypedDict):
     """Proportional resident memory while idle: RSS counts a page mapped twice twice (the reply
     model and the LLM summarizer each map the same GGUF file), PSS once."""
     peak_rss_mb: float
-    """The process's high-water resident memory (VmHWM) once the question was answered."""
+    """The process's high-water resident memory (VmHWM) once both questions were answered."""
+    rss_after_answers_mb: float
+    """Resident memory listening again, `AFTER_ANSWER_S` after the last answer was played."""
     watchdog_pings: int
     """WATCHDOG=1 received during the idle window (one per WATCHDOG_USEC / 2)."""
     mic_lost_status_s: float
@@ -207,7 +210,8 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
             say(f"  speaker pulled: said after {speaker_lost:.2f} s; back: listening after "
                 f"{speaker_back:.2f} s; the next answer {speaking_again - said_again:.2f} s "
                 f"after the question, {audible:.2f} s of it heard at the speaker")
-            peak_kb = _memory_kb(agent.pid)["VmHWM"]
+            time.sleep(AFTER_ANSWER_S)
+            after = _memory_kb(agent.pid)
         except RuntimeError as exc:
             agent.kill()
             agent.wait(30)
@@ -228,7 +232,8 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
                 "idle_cpu_percent": round(cpu, 2),
                 "idle_rss_mb": round(memory["VmRSS"] / 1024, 1),
                 "idle_pss_mb": round(memory["Pss"] / 1024, 1),
-                "peak_rss_mb": round(peak_kb / 1024, 1), "watchdog_pings": pings,
+                "peak_rss_mb": round(after["VmHWM"] / 1024, 1),
+                "rss_after_answers_mb": round(after["VmRSS"] / 1024, 1), "watchdog_pings": pings,
                 "mic_lost_status_s": round(mic_lost, 3), "mic_recover_s": round(mic_back, 3),
                 "answered_after_return_s": round(speaking - said, 3),
                 "speaker_lost_status_s": round(speaker_lost, 3),
@@ -350,6 +355,7 @@ def table(result: dict[str, Any]) -> str:
             ("idle CPU", f"{figures['idle_cpu_percent']:.1f} % of one core (target <= 5 %)"),
             ("idle RSS", f"{figures['idle_rss_mb']:.0f} MB (PSS {figures['idle_pss_mb']:.0f} MB)"),
             ("peak RSS", f"{figures['peak_rss_mb']:.0f} MB (target <= 600 MB)"),
+            ("RSS after answering", f"{figures['rss_after_answers_mb']:.0f} MB"),
             ("watchdog pings", f"{figures['watchdog_pings']} in {figures['idle_s']:.0f} s"),
             ("mic pulled -> STATUS", f"{figures['mic_lost_status_s']:.2f} s"),
             ("mic back -> listening", f"{figures['mic_recover_s']:.2f} s"),
