@@ -22,7 +22,12 @@ from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer
 from edge_agent.engines.heap import release_freed_heap
-from edge_agent.engines.llm import ScriptedLanguageModel, ScriptedReply, load_language_model
+from edge_agent.engines.llm import (
+    LlamaLanguageModel,
+    ScriptedLanguageModel,
+    ScriptedReply,
+    load_language_model,
+)
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech
@@ -70,8 +75,16 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
     catalog = catalog or load_catalog(config.models_dir)
     scripted = _scripted_llm(config, replies)
     paths = resolve_models(config, catalog, with_llm=scripted is None)
+    # The voice and the recognizer are rewritten in memory while they load (temporary copies
+    # of ~60-90 MB each, given back right after): loaded first and one at a time, their copies
+    # never sit on top of everything else, which keeps the start-up peak lowest.
+    voice = paths["tts"]
+    with _fix_hint(config, catalog, "tts"):
+        tts = _piper(config, voice)
+    release_freed_heap()
     with _fix_hint(config, catalog, "stt"):
         stt = _recognizer(config, paths["stt"])
+    release_freed_heap()
     llm: LanguageModel
     if scripted is not None:
         llm, llm_name = scripted
@@ -82,15 +95,11 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
                 threads=config.llm.threads, max_tokens=config.llm.max_tokens,
                 temperature=config.llm.temperature, seed=config.llm.seed)
         llm_name = f"llama.cpp ({paths['llm'].name})"
-    voice = paths["tts"]
-    with _fix_hint(config, catalog, "tts"):
-        tts = _piper(config, voice)
     with _fix_hint(config, catalog, "vad"):
         vad = SileroVad(paths["vad"])
     engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts)
     names = {"vad": f"silero ({paths['vad'].name})", "stt": config.stt_engine, "llm": llm_name,
              "tts": f"piper ({voice.name})"}
-    release_freed_heap()  # the models' temporary copies made while loading
     return engines, names
 
 
@@ -223,24 +232,30 @@ class Memory:
     owner: Owner
 
 
-def build_summarizer(config: Config, llm_is_scripted: bool,
+def build_summarizer(config: Config, reply_model: LanguageModel,
                      catalog: Catalog | None = None) -> Summarizer:
-    """The configured summarizer (blocking: an "llm" one loads a model). With a scripted LLM
-    and no summarizer_model, "llm" has no model to run: summaries are extractive."""
+    """The configured summarizer. An "llm" one with no summarizer_model runs in the reply
+    model's own context (`LlamaSummarizer(shared=...)`: the model in memory once); with a
+    summarizer_model it loads that (blocking); with a scripted reply model and no
+    summarizer_model there is no model to run: summaries are extractive."""
     memory = config.memory
     model_path = None
+    shared = None
     if memory.summarizer == "llm":
-        reference = memory.summarizer_model or ("" if llm_is_scripted else config.llm.model)
-        if not reference:
+        if memory.summarizer_model:
+            catalog = catalog or load_catalog(config.models_dir)
+            model_path = catalog.resolve(memory.summarizer_model, "llm",
+                                         "memory.summarizer_model", config.source)
+        elif isinstance(reply_model, LlamaLanguageModel):
+            shared = reply_model.llama
+        else:
             return ExtractiveSummarizer(max_chars=memory.summary_chars)
-        catalog = catalog or load_catalog(config.models_dir)
-        key = "memory.summarizer_model" if memory.summarizer_model else "llm.model"
-        model_path = catalog.resolve(reference, "llm", key, config.source)
     # One thread: summaries are background work, and llama.cpp's worker threads spin-wait on
     # each other, so two of them next to the recognizer and the voice on 2 cores both slow the
     # agent and take up to ~170 ms to notice the stop (one thread: ~30 ms).
     return load_summarizer(memory.summarizer, model_path=model_path, source=config.source,
-                           key="memory.summarizer", threads=1, max_chars=memory.summary_chars)
+                           key="memory.summarizer", threads=1, max_chars=memory.summary_chars,
+                           shared=shared)
 
 
 async def open_memory(config: Config, parts: ConversationParts, log: EventLog,

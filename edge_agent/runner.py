@@ -33,7 +33,6 @@ from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
-from edge_agent.engines.llm import ScriptedLanguageModel
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
 from edge_agent.service.journal import session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
@@ -114,7 +113,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         parts = conversation_parts(config, call.greeting, db_path)
         engines, names = await asyncio.to_thread(build_engines, config, call.replies)
         summarizer = await asyncio.to_thread(
-            build_summarizer, config, isinstance(engines.llm, ScriptedLanguageModel))
+            build_summarizer, config, engines.llm)
         speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
         mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
                                 echo_gain=call.echo_gain)
@@ -254,7 +253,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         log = EventLog(clock)
         logs.append(log)
         summarizer = await asyncio.to_thread(
-            build_summarizer, config, isinstance(engines.llm, ScriptedLanguageModel))
+            build_summarizer, config, engines.llm)
         memory = await open_memory(config, parts, log, names, summarizer)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,

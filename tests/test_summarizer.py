@@ -260,3 +260,43 @@ def kv_bytes(model: LlamaLanguageModel) -> bytes:
     buffer = (ctypes.c_uint8 * size)()
     written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
     return bytes(buffer)[:written]
+
+
+@pytest.mark.models
+def test_a_summary_in_the_reply_context_puts_the_conversation_back(
+        smollm_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default: the summarizer runs in the reply model's own context (the model in memory
+    once). Whether it finishes or is cut short, the conversation's cache is back byte for byte,
+    and the next reply is the one it would have been without the summary in between."""
+    reply = LlamaLanguageModel(smollm_path, context_tokens=2048, threads=2, max_tokens=40,
+                               temperature=0.0, seed=7)
+    shared = LlamaSummarizer(shared=reply.llama, threads=1, max_chars=300)
+    messages: list[Any] = [
+        {"role": "system", "content": "You are the voice of Luigi's restaurant."},
+        {"role": "user", "content": "Hello, are you open tonight?"}]
+    reply.prewarm(messages[:1])
+    held = reply.llama.n_tokens
+    tokens = reply.llama.input_ids[:held].copy()
+    cache = kv_bytes(reply)
+    summary = shared.summarize("Visit 8: the customer asked for a quiet table.", LINES, never())
+    assert summary.text.strip() and len(summary.text) <= 300
+    assert reply.llama.n_tokens == held and (reply.llama.input_ids[:held] == tokens).all()
+    assert kv_bytes(reply) == cache
+
+    stop = threading.Event()
+    evaluate = reply.llama.eval
+
+    def evaluate_then_stop(chunk: list[int]) -> None:  # cut short after its first chunk
+        evaluate(chunk)
+        stop.set()
+
+    monkeypatch.setattr(reply.llama, "eval", evaluate_then_stop)
+    with pytest.raises(SummaryPreempted):
+        shared.summarize("Visit 9: the customer asked about parking.", LINES, stop)
+    monkeypatch.undo()
+    assert reply.llama.n_tokens == held and kv_bytes(reply) == cache
+
+    after = "".join(p for p in reply.stream(messages) if isinstance(p, str))
+    fresh = LlamaLanguageModel(smollm_path, context_tokens=2048, threads=2, max_tokens=40,
+                               temperature=0.0, seed=7)
+    assert after == "".join(p for p in fresh.stream(messages) if isinstance(p, str))

@@ -222,11 +222,16 @@ def _restart(config: Config, model_path: Path, options: dict[str, Any], state: P
 
 
 def _preemption(model_path: Path, trials: int, rng: random.Random) -> dict[str, Any]:
-    """The summarizer (as the agent runs it: its own context, one thread) stopped at random
-    moments: milliseconds from the stop event to SummaryPreempted."""
-    summarizer = LlamaSummarizer(model_path, threads=1)
+    """The summarizer as the agent runs it (in the reply model's context, one thread, a
+    conversation set aside) stopped at random moments: milliseconds from the stop event to
+    SummaryPreempted, the conversation's cache back in place by then."""
+    reply = LlamaLanguageModel(model_path, context_tokens=2048, threads=2, max_tokens=120,
+                               temperature=0.3, seed=7)
     lines = [line for n in range(1, 9)
              for line in (("user", user_line(n)), ("assistant", agent_line(n)))]
+    reply.prewarm([{"role": "user" if role == "user" else "assistant", "content": text}
+                   for role, text in lines])  # a conversation cached, as when a fold starts
+    summarizer = LlamaSummarizer(shared=reply.llama, threads=1)
     started = time.perf_counter()
     summarizer.summarize("", lines, threading.Event())
     whole = time.perf_counter() - started

@@ -179,6 +179,7 @@ class Conversation:
         last_activity = 0.0
         utterance: _Utterance | None = None
         idle_end = self._settings.idle_end_s
+        # Asked on the audio thread: `busy` and `idle` only read flags (and a task's done()).
         async for frame in paced_frames(mic, lambda: self.busy or not segmenter.idle):
             if self._responder.failure is not None:
                 # Never an engine failure (a reply says the fallback line over those and the

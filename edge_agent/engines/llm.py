@@ -87,6 +87,12 @@ class LlamaLanguageModel:
         self.last_fit: Fit | None = None
         """What fitting the latest request's prompt took (None before the first)."""
 
+    @property
+    def llama(self) -> Any:
+        """The loaded llama.cpp model, for other work in its context on the same owner thread
+        (the summarizer: `engines.llm_shared.set_aside`)."""
+        return self._llama
+
     def withdraw(self) -> None:
         """Replies depend only on the messages: nothing to undo."""
 

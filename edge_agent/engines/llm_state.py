@@ -218,7 +218,7 @@ def restore_state(llama: Any, tokens: Sequence[int], directory: Path,
     except Exception:  # a state llama.cpp cannot take is a cold start, not a failure
         loaded = False
     if not loaded:
-        _clear(llama)
+        clear_memory(llama)
         return False
     with contextlib.suppress(OSError):
         os.utime(path)  # recently used: pruning keeps it
@@ -265,7 +265,7 @@ def _load(llama: Any, tokens: list[int], state: bytes, next_token: int) -> bool:
     import llama_cpp
 
     count = len(tokens)
-    _clear(llama)
+    clear_memory(llama)
     ctx = llama._ctx.ctx
     buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
     if int(llama_cpp.llama_state_seq_set_data(ctx, buffer, len(state), 0)) != len(state):
@@ -292,7 +292,7 @@ def _redecode_last(llama: Any, tokens: list[int]) -> int:
     return int(np.argmax(logits))
 
 
-def _clear(llama: Any) -> None:
+def clear_memory(llama: Any) -> None:
     """Empty the KV memory, positions and all (a rejected state can leave cells at negative
     positions that removing a position range would miss)."""
     import llama_cpp

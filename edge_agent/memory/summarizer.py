@@ -4,9 +4,11 @@ A summarizer is blocking and runs on the LLM owner thread, so a reply waits for 
 raise SummaryPreempted within 100 ms of its stop event being set (the user started to speak).
 It only ever sees what the listener heard.
 
-`LlamaSummarizer` runs its own llama.cpp context (by default on the reply model's GGUF file,
-whose weights the two contexts share through mmap), so the reply model's KV cache, which holds
-the conversation prefix, is never touched. `ExtractiveSummarizer` needs no model.
+`LlamaSummarizer` runs, by default, in the reply model's llama.cpp context: the conversation
+cached there is set aside while a summary runs and put back after (`engines.llm_shared`), so
+the model is in memory once and the next reply finds its prefix cached as before; with a
+`summarizer_model` it runs that model in a context of its own. `ExtractiveSummarizer` needs no
+model.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from edge_agent.engines.llm import chat_formatter
+from edge_agent.engines.llm_shared import set_aside
 from edge_agent.engines.llm_state import ChunkPacer, cached_prefix, evaluate
 from edge_agent.engines.prompt_budget import head, longest, tail
 from edge_agent.errors import ConfigError, EngineError, ModelFileError
@@ -86,28 +89,27 @@ _ECHOES = {label.lower() for label in LABELS.values()} | {
 
 
 class LlamaSummarizer:
-    """Summaries by a llama.cpp model in its own context (`context_tokens`, default 1024).
+    """Summaries by a llama.cpp model: its own context (`context_tokens`, default 1024) on
+    `model_path`, or, with `shared`, the reply model's loaded `Llama`, whose conversation is
+    set aside while a summary runs (`engines.llm_shared`: the model is in memory once).
 
     The prompt is evaluated in chunks sized to ~40 ms (at most 32 tokens) and the summary
-    generated greedily token by token, `stop` checked between any two; the instruction part
-    of the prompt stays cached between calls. Input lines that do not fit are dropped, oldest
-    first (the caller should fold blocks that fit). When the model writes nothing usable, the
-    summary is the extractive one.
+    generated greedily token by token, `stop` checked between any two; in a context of its own
+    the instruction part of the prompt stays cached between calls. Input lines that do not fit
+    are dropped, oldest first (the caller should fold blocks that fit). When the model writes
+    nothing usable, the summary is the extractive one.
     """
 
-    def __init__(self, model_path: Path, *, context_tokens: int = 1024, threads: int = 2,
-                 max_chars: int = 600, max_tokens: int = 120) -> None:
-        from llama_cpp import Llama
-
-        if not model_path.is_file():
-            raise ModelFileError(model_path, "not a file (a GGUF model is one .gguf file)")
-        try:
-            # n_batch 32: no call evaluates more at once (chunks are at most 32 tokens).
-            self._llama: Any = Llama(model_path=str(model_path), n_ctx=context_tokens,
-                                     n_batch=32, n_threads=threads, seed=0, verbose=False)
-        except Exception as exc:
-            raise ModelFileError(model_path, f"llama.cpp cannot load it as a GGUF model ({exc})"
-                                 ) from None
+    def __init__(self, model_path: Path | None = None, *, shared: Any = None,
+                 context_tokens: int = 1024, threads: int = 2, max_chars: int = 600,
+                 max_tokens: int = 120) -> None:
+        self._shared = shared is not None
+        self._threads = threads
+        if shared is not None:
+            self._llama: Any = shared
+            context_tokens = min(context_tokens, int(shared.n_ctx()))
+        else:
+            self._llama = _own_llama(model_path, context_tokens, threads)
         self._format = chat_formatter(self._llama, reply_header=True)
         self._max_chars = max_chars
         self._max_tokens = max_tokens
@@ -139,6 +141,12 @@ class LlamaSummarizer:
         return Summary(_bounded(_sentences(summary), self._max_chars, " "), facts)
 
     def _generate(self, tokens: list[int], stop: threading.Event) -> str:
+        if not self._shared:
+            return self._generate_here(tokens, stop)
+        with set_aside(self._llama, self._threads):
+            return self._generate_here(tokens, stop)
+
+    def _generate_here(self, tokens: list[int], stop: threading.Event) -> str:
         import llama_cpp
 
         llama = self._llama
@@ -219,12 +227,29 @@ class LlamaSummarizer:
         return tokens
 
 
+def _own_llama(model_path: Path | None, context_tokens: int, threads: int) -> Any:
+    from llama_cpp import Llama
+
+    if model_path is None or not model_path.is_file():
+        raise ModelFileError(model_path or Path(""),
+                             "not a file (a GGUF model is one .gguf file)")
+    try:
+        # n_batch 32: no call evaluates more at once (chunks are at most 32 tokens).
+        return Llama(model_path=str(model_path), n_ctx=context_tokens, n_batch=32,
+                     n_threads=threads, seed=0, verbose=False)
+    except Exception as exc:
+        raise ModelFileError(model_path, f"llama.cpp cannot load it as a GGUF model ({exc})"
+                             ) from None
+
+
 def load_summarizer(name: str, *, model_path: Path | None, source: str, key: str, threads: int,
-                    max_chars: int) -> Summarizer:
-    """The summarizer `name` names: "llm" (LlamaSummarizer on `model_path`), "extractive", or
-    "package.module:factory", a callable taking no arguments that returns an object with a
-    `summarize` method. Errors name `source` and `key`."""
+                    max_chars: int, shared: Any = None) -> Summarizer:
+    """The summarizer `name` names: "llm" (LlamaSummarizer on the `shared` reply model, else on
+    `model_path`), "extractive", or "package.module:factory", a callable taking no arguments
+    that returns an object with a `summarize` method. Errors name `source` and `key`."""
     if name == "llm":
+        if shared is not None:
+            return LlamaSummarizer(shared=shared, threads=threads, max_chars=max_chars)
         if model_path is None:
             raise ConfigError(source, key, '"llm" needs a GGUF model to run; name one, or use '
                               '"extractive" (no model)')
