@@ -56,8 +56,8 @@ class ServiceFigures(TypedDict):
     idle_rss_mb: float
     """Resident memory while idle."""
     idle_pss_mb: float
-    """Proportional resident memory while idle: RSS counts a page mapped twice twice (the reply
-    model and the LLM summarizer each map the same GGUF file), PSS once."""
+    """Proportional resident memory while idle: pages shared with other processes (libraries,
+    model files another process maps too) count for their share only."""
     peak_rss_mb: float
     """The process's high-water resident memory (VmHWM) once both questions were answered."""
     rss_after_answers_mb: float
