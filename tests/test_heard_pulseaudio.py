@@ -17,6 +17,13 @@ from edge_agent.audio import pulse_rig
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 
 MAX_ERROR_MS = 25.0
+"""Most the estimate may claim beyond what the recording holds (an over-claim: history would
+say a word was heard that was not played), and the base bound the other way."""
+OUTPUT_PERIOD_MS = 512 / 22050 * 1000
+"""One output buffer of the speaker (512 frames at the voice's rate). An abort can let the
+buffer already handed to the sound server play out after the count was read: the recording then
+holds up to a period more than the estimate (seen once in CI: -26.6 ms). That errs toward
+heard-less, the side the heard-truth contract allows."""
 
 
 def test_played_position_and_heard_words_match_the_recorded_output(tmp_path: Path) -> None:
@@ -43,7 +50,8 @@ def test_played_position_and_heard_words_match_the_recorded_output(tmp_path: Pat
         # The cut really happened inside the unit, and the recording holds exactly the start.
         assert 0 < trial["recorded_samples"] < trial["unit_samples"], where
         error_ms = (trial["estimated_samples"] - trial["recorded_samples"]) * 1000 / rate
-        assert abs(error_ms) <= MAX_ERROR_MS, f"{where}: position error {error_ms:.2f} ms"
+        assert -(MAX_ERROR_MS + OUTPUT_PERIOD_MS) <= error_ms <= MAX_ERROR_MS, (
+            f"{where}: position error {error_ms:.2f} ms")
         assert trial["text"].startswith(trial["heard"]), where
         if trial["boundary_words"] == 0:
             # No word ends between the estimate and the recorded position: the heard words
