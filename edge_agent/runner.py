@@ -34,7 +34,7 @@ from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_r
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
-from edge_agent.service.journal import session_tagged
+from edge_agent.service.journal import session_line, session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
 from edge_agent.service.status import LISTENING, device_status, status_after
 from edge_agent.session import SessionRecord
@@ -87,7 +87,7 @@ class Reporter:
 
     def say(self, line: str, printer: Printer | None = None) -> None:
         session = self.session() if self.session is not None else None
-        (printer or self.printer)(f"[session {session}] {line}" if session else line)
+        (printer or self.printer)(session_line(line, session))
 
 
 async def _report_events(queue: asyncio.Queue[LoggedEvent], reporter: Reporter) -> None:

@@ -29,7 +29,8 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from edge_agent.audio.pulse_rig import SPEAKER_RATE, PulseServer, pulse_server, stop
+from edge_agent.audio.pulse_rig import MIC_RATE, PulseServer, pulse_server, stop
+from edge_agent.bench.latency import audible_spans
 from edge_agent.config import Config
 from edge_agent.service.status import LISTENING, device_status
 
@@ -182,7 +183,6 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
                 stdout=subprocess.DEVNULL, stderr=journal.write_fd)
         finally:
             journal.started()
-        env["WATCHDOG_PID"] = str(agent.pid)
         try:
             ready = listener.wait_for("READY=1", started, START_TIMEOUT)
             say(f"  READY after {ready - started:.2f} s")
@@ -200,10 +200,9 @@ def run_service(config: Config, idle_s: float, say: Callable[[str], None]) -> Se
             mic_lost, mic_back = _pull_and_return(pulse, listener, "usbmic", "microphone")
             say(f"  microphone pulled: said after {mic_lost:.2f} s; back: listening "
                 f"after {mic_back:.2f} s")
-            said, speaking, _ = _ask(pulse, listener, question)
+            said, speaking, _ = _ask(pulse, listener, question, work)
             say(f"  a question after the return: answered (speaking) {speaking - said:.2f} s "
                 "after its words ended")
-            listener.wait_for(f"STATUS={LISTENING}", speaking, STATUS_TIMEOUT)  # answer played
             speaker_lost, speaker_back = _pull_and_return(pulse, listener, "usbspeaker",
                                                           "speaker")
             said_again, speaking_again, audible = _ask(pulse, listener, question, work)
@@ -257,37 +256,26 @@ def _pull_and_return(pulse: PulseServer, listener: NotifyListener, name: str, de
     return waiting - pulled, listening - back
 
 
-def _ask(pulse: PulseServer, listener: NotifyListener, question: Path,
-         record_in: Path | None = None) -> tuple[float, float, float]:
-    """Play the question into the microphone: (end of its words, when the agent started
-    speaking, seconds of the answer heard at `usbspeaker` once it is done; with `record_in`)."""
+def _ask(pulse: PulseServer, listener: NotifyListener, question: Path, work: Path
+         ) -> tuple[float, float, float]:
+    """Play the question into the microphone and wait until the answer has been played: (end
+    of its words, when the agent started speaking, seconds of the answer audible at
+    `usbspeaker`, recorded from its monitor)."""
     asked = time.monotonic()
-    recording = (pulse.record(record_in / "answer.raw", "usbspeaker.monitor", SPEAKER_RATE)
-                 if record_in is not None else None)
+    answer = work / "answer.raw"
+    recording = pulse.record(answer, "usbspeaker.monitor", MIC_RATE)
     try:
         caller = pulse.play(question, "micsink")
         caller.wait(STATUS_TIMEOUT)
         said = time.monotonic() - QUESTION_PAD_S  # the end of the words, not of the file
         listener.wait_for("STATUS=answering", asked, STATUS_TIMEOUT)
         speaking = listener.wait_for("STATUS=speaking", asked, STATUS_TIMEOUT)
-        if recording is not None:
-            listener.wait_for(f"STATUS={LISTENING}", speaking, STATUS_TIMEOUT)
+        listener.wait_for(f"STATUS={LISTENING}", speaking, STATUS_TIMEOUT)
     finally:
-        if recording is not None:
-            stop(recording)
-    if record_in is None:
-        return said, speaking, 0.0
-    return said, speaking, _audible_seconds((record_in / "answer.raw").read_bytes())
-
-
-def _audible_seconds(pcm: bytes) -> float:
-    """Seconds of 20 ms blocks louder than -40 dBFS."""
-    samples = np.frombuffer(pcm[:len(pcm) // 2 * 2], dtype=np.int16).astype(np.float32)
-    block = SPEAKER_RATE // 50
-    blocks = samples[:len(samples) // block * block].reshape(-1, block)
-    if not len(blocks):
-        return 0.0
-    return float(np.count_nonzero(np.sqrt(np.mean(blocks ** 2, axis=1)) > 32768 * 0.01)) / 50
+        stop(recording)
+    pcm = answer.read_bytes()
+    samples = np.frombuffer(pcm[:len(pcm) // 2 * 2], dtype=np.int16)
+    return said, speaking, sum(end - start for start, end in audible_spans(samples, 0))
 
 
 def _question_wav(config: Config, path: Path) -> Path:

@@ -108,8 +108,10 @@ class LlamaSummarizer:
         if shared is not None:
             self._llama: Any = shared
             context_tokens = min(context_tokens, int(shared.n_ctx()))
-        else:
+        elif model_path is not None:
             self._llama = _own_llama(model_path, context_tokens, threads)
+        else:
+            raise ValueError("LlamaSummarizer needs a model_path or a shared model")
         self._format = chat_formatter(self._llama, reply_header=True)
         self._max_chars = max_chars
         self._max_tokens = max_tokens
@@ -227,12 +229,11 @@ class LlamaSummarizer:
         return tokens
 
 
-def _own_llama(model_path: Path | None, context_tokens: int, threads: int) -> Any:
+def _own_llama(model_path: Path, context_tokens: int, threads: int) -> Any:
     from llama_cpp import Llama
 
-    if model_path is None or not model_path.is_file():
-        raise ModelFileError(model_path or Path(""),
-                             "not a file (a GGUF model is one .gguf file)")
+    if not model_path.is_file():
+        raise ModelFileError(model_path, "not a file (a GGUF model is one .gguf file)")
     try:
         # n_batch 32: no call evaluates more at once (chunks are at most 32 tokens).
         return Llama(model_path=str(model_path), n_ctx=context_tokens, n_batch=32,

@@ -38,9 +38,14 @@ def priority(level: int) -> int:
     return next((value for floor, value in _PRIORITIES if level >= floor), 7)
 
 
+def session_line(text: str, session: str | None) -> str:
+    """`text` with `[session ID]` first while a session is open."""
+    return f"[session {session}] {text}" if session else text
+
+
 def journal_line(text: str, level: int, session: str | None, journal: bool) -> str:
     """One line: `<priority>` first under journald, then `[session ID]` while one is open."""
-    tagged = f"[session {session}] {text}" if session else text
+    tagged = session_line(text, session)
     return f"<{priority(level)}>{tagged}" if journal else tagged
 
 
