@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from edge_agent.audio.device import Microphone, Speaker
-from edge_agent.audio.unit_audio import UnitAudioWriter
+from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
 from edge_agent.config import Config
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
@@ -42,6 +42,7 @@ from edge_agent.memory.conversation_memory import (
     iso,
     utc_now,
 )
+from edge_agent.memory.kept_audio import AudioKeeper
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.summarizer import ExtractiveSummarizer, Summarizer, load_summarizer
 from edge_agent.memory.writer import StoreWriter
@@ -210,17 +211,22 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
                        speaker: Speaker, engines: Engines, log: EventLog,
                        memory: ConversationMemory | None = None,
                        unit_audio: UnitAudioWriter | None = None) -> Conversation:
-    """The loop with its parts around it."""
+    """The loop with its parts around it. With `[memory] keep_audio` (and a memory database),
+    the caller's speech and the played units are kept in it too."""
     tools = parts.tools
     if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
         missing = ", ".join(sorted(engines.llm.tool_names - tools.names))
         raise ConfigError(config.source, "tools.enabled",
                           f"the scripted replies call {missing}, which is not enabled; add it to "
                           "[tools] enabled (or to [agent] tools in the call file)")
+    keeper = (AudioKeeper(memory, log, mic.sample_rate)
+              if config.memory.keep_audio and memory is not None else None)
+    sinks: list[UnitAudioSink] = [sink for sink in (unit_audio, keeper) if sink is not None]
     return Conversation(
-        mic=mic, speaker=speaker, engines=engines, log=log, unit_audio=unit_audio,
-        memory=memory, settings=parts.settings, classifier=parts.classifier, echo=parts.echo,
-        tools=tools)
+        mic=mic, speaker=speaker, engines=engines, log=log,
+        unit_audio=sinks[0] if len(sinks) == 1 else UnitAudioSinks(sinks) if sinks else None,
+        caller_audio=keeper, memory=memory, settings=parts.settings,
+        classifier=parts.classifier, echo=parts.echo, tools=tools)
 
 
 @dataclass

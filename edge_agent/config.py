@@ -158,6 +158,10 @@ class MemoryConfig:
     prefix_state: bool = True
     """Save llama.cpp's state of the stable prompt prefix in the data dir: a restart does not
     evaluate it again."""
+    keep_audio: bool = False
+    """Keep the audio of each caller speech segment and of each agent unit (as far as it
+    played) in the memory database, for `edge-agent inspect` waveforms and `sessions replay`.
+    Off by default: a public kiosk keeps no recordings of its callers."""
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,9 @@ class SessionRecord(TypedDict):
     units: list[UnitRecord]
     llm_requests: list[LlmRequestRecord]
     events: list[dict[str, Any]]
-    """Every event of the log as {"at", "type", ...fields} (requests are in llm_requests)."""
+    """Every event of the log as {"at", "type", "run_id", ...fields} (requests are in
+    llm_requests); "at" is on the clock of the run "run_id" (a session resumed after a
+    restart spans several runs)."""
 
 
 def session_record(store: MemoryStore, session_ids: Sequence[str], run_id: str = ""
@@ -82,7 +84,8 @@ def session_record(store: MemoryStore, session_ids: Sequence[str], run_id: str =
                   for row in store.units([session_id], state="final")],
         "llm_requests": [{"turn": r["turn"], "hop": r["hop"], "messages": json.loads(r["messages"])}
                          for r in (store.llm_requests(ids) if ids else [])],
-        "events": [json.loads(r["data"]) for r in (store.events(ids) if ids else [])],
+        "events": [{**json.loads(r["data"]), "run_id": r["run_id"]}
+                   for r in (store.events(ids) if ids else [])],
     }
 
 

@@ -218,7 +218,7 @@ async def test_reads_see_every_write_queued_before_them(tmp_path: Path) -> None:
     owner.close()
 
 
-def test_retention_expires_old_event_logs_and_keeps_the_turns(tmp_path: Path) -> None:
+def test_retention_expires_old_event_logs_and_audio_and_keeps_the_turns(tmp_path: Path) -> None:
     store = MemoryStore.open(tmp_path / "memory.db")
     with store.transaction(durable=True):
         for session_id, active, state in [("old", "2026-01-01T00:00:00.000+00:00", "closed"),
@@ -229,8 +229,11 @@ def test_retention_expires_old_event_logs_and_keeps_the_turns(tmp_path: Path) ->
                                   "last_active_at": active, "engines": "{}"})
             store.add_event({"session_id": session_id, "run_id": "r", "at": 1.0, "type": "X",
                              "data": "{}"})
+            store.add_audio({"session_id": session_id, "run_id": "r", "kind": "caller",
+                             "ref": "c1", "at": 1.0, "sample_rate": 16000, "pcm": b"\0\0"})
             store.put_turn({"session_id": session_id, "seq": 0, "role": "user", "heard": "hi",
                             "at": active})
     assert store.expire_events("2026-06-01T00:00:00.000+00:00") == 1
     assert [r["session_id"] for r in store.events(["old", "open", "new"])] == ["open", "new"]
+    assert [r["session_id"] for r in store.audio(["old", "open", "new"])] == ["open", "new"]
     assert len(store.turns("old")) == 1

@@ -23,6 +23,7 @@ from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import ChatMessage, TextToSpeech
 from edge_agent.events import Event, EventLog, Notice
 from edge_agent.memory.conversation_memory import ConversationMemory, utc_now
+from edge_agent.memory.kept_audio import AudioKeeper
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.summarizer import Summarizer
 from edge_agent.memory.writer import StoreWriter
@@ -56,6 +57,8 @@ class Harness:
     llm_fail_after: Callable[[int], int | None] | None = None
     """Which model requests fail, after how many pieces (`FakeLanguageModel`)."""
     wall: Callable[[], datetime] = utc_now
+    keep_audio: bool = False
+    """Keep the caller's and the agent's audio in the database (needs `db_path`)."""
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
@@ -90,9 +93,12 @@ class Harness:
                                       warn=lambda text: self.log.publish(Notice(text)))
         self.memory = ConversationMemory(settings.memory, self.log, writer=self.writer,
                                          summarizer=self.summarizer, wall=self.wall)
+        keeper = (AudioKeeper(self.memory, self.log, self.mic.sample_rate)
+                  if self.keep_audio else None)
         self.conversation = Conversation(mic=self.mic, speaker=self.speaker, engines=engines,
                                          settings=settings, log=self.log, owner=owner,
-                                         tools=self.tools, memory=self.memory)
+                                         tools=self.tools, memory=self.memory,
+                                         unit_audio=keeper, caller_audio=keeper)
 
     async def start(self) -> asyncio.Task[None]:
         return asyncio.create_task(self.conversation.run())

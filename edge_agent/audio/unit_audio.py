@@ -1,13 +1,56 @@
-"""`--audio-dir`: each unit's audio exactly as it reached the device, one WAV per unit."""
+"""Where the conversation's audio may go besides the devices: each unit's audio as it reached
+the device (`--audio-dir` writes one WAV per unit; `[memory] keep_audio` keeps it in the
+database) and the caller's speech segments (kept in the database)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from edge_agent.audio.pcm import write_wav
 from edge_agent.errors import OutputError
 from edge_agent.heard.ledger import Finalize
+
+
+class UnitAudioSink(Protocol):
+    def add(self, unit_id: str, pcm: bytes) -> None:
+        """`pcm` was just written to the speaker for `unit_id`, after what came before."""
+        ...
+
+    def finish(self, finalize: Finalize) -> None:
+        """The unit ended; `finalize.played_samples` of it reached the listener."""
+        ...
+
+
+class CallerAudioSink(Protocol):
+    def caller_begins(self, pcm: bytes) -> None:
+        """A speech segment began; `pcm` is what the microphone heard of it (pre-roll)."""
+        ...
+
+    def caller_hears(self, pcm: bytes) -> None:
+        """The segment's next microphone frame."""
+        ...
+
+    def caller_ends(self) -> None:
+        """The segment ended."""
+        ...
+
+
+class UnitAudioSinks:
+    """Several sinks as one, each told everything in order."""
+
+    def __init__(self, sinks: Sequence[UnitAudioSink]) -> None:
+        self._sinks = list(sinks)
+
+    def add(self, unit_id: str, pcm: bytes) -> None:
+        for sink in self._sinks:
+            sink.add(unit_id, pcm)
+
+    def finish(self, finalize: Finalize) -> None:
+        for sink in self._sinks:
+            sink.finish(finalize)
 
 
 class UnitAudioWriter:

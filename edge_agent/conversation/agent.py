@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pacing import paced_frames
-from edge_agent.audio.unit_audio import UnitAudioWriter
+from edge_agent.audio.unit_audio import CallerAudioSink, UnitAudioSink
 from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.endpoint import silence_needed
@@ -81,7 +81,8 @@ class Conversation:
         log: EventLog,
         memory: ConversationMemory | None = None,
         owner: Callable[[str], Owner] = OwnerThread,
-        unit_audio: UnitAudioWriter | None = None,
+        unit_audio: UnitAudioSink | None = None,
+        caller_audio: CallerAudioSink | None = None,
         tools: Toolbox | None = None,
         classifier: BackchannelClassifier | None = None,
         echo: EchoFilter | None = None,
@@ -94,6 +95,7 @@ class Conversation:
         self.memory = memory or ConversationMemory(settings.memory, log)
         self._clock = log.clock
         self._stt_thread = owner("stt")
+        self._caller_audio = caller_audio
         self._turn_taking = TurnTaking(settings.turns, classifier or LexiconClassifier(),
                                        echo or EchoFilter())
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
@@ -199,6 +201,8 @@ class Conversation:
                 onset = audio_time - segmenter.speech_ms / 1000
                 self._log.publish(UserSpeechStarted(onset))
                 heard = b"".join(preroll)
+                if self._caller_audio is not None:
+                    self._caller_audio.caller_begins(heard)
                 await self._stt_thread.call(stt.begin)
                 await self._stt_thread.call(stt.feed, heard)
                 overlap = None
@@ -218,6 +222,8 @@ class Conversation:
             if segmenter.silence_ms >= self._silence_needed(utterance):
                 spoken_ms = segmenter.speech_ms - segmenter.silence_ms
                 self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms)))
+                if self._caller_audio is not None:
+                    self._caller_audio.caller_ends()
                 segmenter.end()
                 ended, utterance = utterance, None
                 await self._utterance_ends(ended, spoken_ms, audio_time)
@@ -226,6 +232,8 @@ class Conversation:
         """One frame of an utterance: to the recognizer (or held back during a speculative
         silence); speech that resumes throws away the speculation."""
         stt = self._engines.stt
+        if self._caller_audio is not None:
+            self._caller_audio.caller_hears(frame)
         if utterance.overlap is not None:
             utterance.overlap.add(frame)
         if silence_ms == 0:

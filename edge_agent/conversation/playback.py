@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from edge_agent.audio.device import Speaker
-from edge_agent.audio.unit_audio import UnitAudioWriter
+from edge_agent.audio.unit_audio import UnitAudioSink
 from edge_agent.engines.base import SpeechAudio
 from edge_agent.events import EventLog, Notice, PlaybackStarted, UnitFinalized
 from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
@@ -23,7 +23,7 @@ class Playback:
     """The unit ledger and the speaker it plays on."""
 
     def __init__(self, speaker: Speaker, memory: ConversationMemory, log: EventLog,
-                 unit_audio: UnitAudioWriter | None, policy: HeardPolicy) -> None:
+                 unit_audio: UnitAudioSink | None, policy: HeardPolicy) -> None:
         self._speaker = speaker
         self._memory = memory
         self._log = log

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from edge_agent.audio.device import Speaker
-from edge_agent.audio.unit_audio import UnitAudioWriter
+from edge_agent.audio.unit_audio import UnitAudioSink
 from edge_agent.conversation.clauses import SpokenText
 from edge_agent.conversation.failures import (
     FALLBACK_LINE,
@@ -64,7 +64,7 @@ class Responder:
 
     def __init__(self, *, speaker: Speaker, engines: Engines, settings: ConversationSettings,
                  log: EventLog, memory: ConversationMemory, owner: Callable[[str], Owner],
-                 unit_audio: UnitAudioWriter | None, tools: Toolbox) -> None:
+                 unit_audio: UnitAudioSink | None, tools: Toolbox) -> None:
         self._engines = engines
         self._settings = settings
         self._log = log

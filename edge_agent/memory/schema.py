@@ -20,6 +20,8 @@ Tables (documented for Datasette users in README, "The memory database"):
 - `facts`: names, numbers, times, ids... per identity; a newer value for the same key
   supersedes the older row (`superseded_by`), which is kept.
 - `profiles`: one row per identity (the kiosk's, or a stated name).
+- `audio` (only with `[memory] keep_audio`): each caller speech segment and each agent unit's
+  played audio, int16 mono PCM, placed on the run's clock like the events (`at`).
 """
 
 from __future__ import annotations
@@ -116,6 +118,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX summaries_by_session ON summaries (session_id, kind, last_seq)",
         "CREATE INDEX open_facts ON facts (identity, superseded_by, key)",
+    ),
+    (  # 3: what was said and played, when the config keeps audio
+        """CREATE TABLE audio (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            run_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            at REAL NOT NULL,
+            sample_rate INTEGER NOT NULL,
+            pcm BLOB NOT NULL
+        )""",
+        "CREATE INDEX audio_by_session ON audio (session_id, id)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -120,6 +120,9 @@ class MemoryStore:
     def add_event(self, row: Row) -> None:
         self.db.table("events").insert(row)
 
+    def add_audio(self, row: Row) -> None:
+        self.db.table("audio").insert(row)
+
     def add_llm_request(self, row: Row) -> None:
         self.db.table("llm_requests").insert(row)
 
@@ -186,6 +189,11 @@ class MemoryStore:
         return list(self.db.query(
             f"SELECT * FROM events WHERE session_id IN ({marks}) ORDER BY id", list(session_ids)))
 
+    def audio(self, session_ids: Sequence[str]) -> list[Row]:
+        marks = ",".join("?" * len(session_ids))
+        return list(self.db.query(
+            f"SELECT * FROM audio WHERE session_id IN ({marks}) ORDER BY id", list(session_ids)))
+
     def llm_requests(self, session_ids: Sequence[str]) -> list[Row]:
         marks = ",".join("?" * len(session_ids))
         return list(self.db.query(
@@ -240,12 +248,13 @@ class MemoryStore:
         return int(cursor.rowcount)
 
     def expire_events(self, before: str) -> int:
-        """Delete the event logs and request logs of sessions last active before `before`
-        (ISO time); their turns, summaries and facts stay."""
+        """Delete the event logs, request logs and kept audio of sessions last active before
+        `before` (ISO time); their turns, summaries and facts stay."""
         with self.db.atomic():
             old = "SELECT id FROM sessions WHERE last_active_at < ? AND state = 'closed'"
             cursor = self.db.execute(f"DELETE FROM events WHERE session_id IN ({old})", [before])
             self.db.execute(f"DELETE FROM llm_requests WHERE session_id IN ({old})", [before])
+            self.db.execute(f"DELETE FROM audio WHERE session_id IN ({old})", [before])
         return int(cursor.rowcount)
 
 
