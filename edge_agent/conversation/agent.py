@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import Judgement, Onset, Outcome, TurnTaking
+from edge_agent.conversation.wake import after_wake_phrase
 from edge_agent.engines.base import Transcript
 from edge_agent.events import (
     Backchannel,
@@ -315,7 +315,8 @@ class Conversation:
         self._log.publish(UserTurn(
             transcript.text, tuple((w.text, w.start, w.end) for w in transcript.words)))
         if not self._session:
-            rest = self._opens_session(text)
+            rest = (after_wake_phrase(text, self._settings.wake_phrase)
+                    if self._settings.session_start == "wake" else text)
             if rest is None:
                 self._log.publish(Notice(
                     f"no session open: {text!r} is not the wake phrase; not answered"))
@@ -331,16 +332,6 @@ class Conversation:
         if not speculated:
             self._log.publish(TurnStage(self._user_turns, "transcript", speculative=False))
         self._responder.start(self._user_turns, prepared)
-
-    def _opens_session(self, text: str) -> str | None:
-        """What to answer if `text` opens a session ("" for nothing), or None if it does not."""
-        if self._settings.session_start != "wake":
-            return text
-        words, phrase = _words(text), _words(self._settings.wake_phrase)
-        for at in range(len(words) - len(phrase) + 1):
-            if words[at:at + len(phrase)] == phrase:
-                return " ".join(text.split()[at + len(phrase):])
-        return None
 
     def _open_session(self, how: str, greet: bool) -> None:
         self.memory.open_session(how)
@@ -410,7 +401,3 @@ class Conversation:
     async def _barge_in(self, words: str) -> None:
         self._log.publish(BargeIn(self._responder.playing_unit, words))
         await self._responder.stop()
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[\w']+", text.lower())
