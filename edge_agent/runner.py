@@ -212,9 +212,10 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     `notifier` (systemd's, when run as a service) hears READY=1 once the models are loaded and
     the devices open, STATUS= lines as the conversation goes, and watchdog pings from this
     loop."""
+    from edge_agent.audio.portaudio_host import PortAudioHost
     from edge_agent.audio.portaudio_start import open_pyaudio
     from edge_agent.audio.pyaudio_io import find_device
-    from edge_agent.audio.resilient import PortAudioHost, ResilientMicrophone
+    from edge_agent.audio.resilient import ResilientMicrophone
     from edge_agent.audio.resilient_speaker import ResilientSpeaker
 
     clock = MonotonicClock()

@@ -19,9 +19,9 @@ import pytest
 
 from edge_agent.audio import pulse_rig
 from edge_agent.audio.pacing import PACED_FRAMES
+from edge_agent.audio.portaudio_host import PortAudioHost
 from edge_agent.audio.resilient import (
     Backoff,
-    PortAudioHost,
     ResilientMicrophone,
     StateSayer,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from edge_agent.audio.portaudio_host import PortAudioHost
 from edge_agent.audio.pyaudio_io import PyAudioSpeaker, find_device
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.audio.resilient import (
@@ -13,7 +14,6 @@ from edge_agent.audio.resilient import (
     WATCH_S,
     Backoff,
     OnState,
-    PortAudioHost,
     RecoveringDevice,
     StateSayer,
 )

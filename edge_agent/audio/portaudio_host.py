@@ -1,0 +1,138 @@
+"""The one PortAudio instance the microphone and speaker share (see `PortAudioHost`)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from edge_agent.clock import Clock
+from edge_agent.errors import AudioDeviceError
+
+T = TypeVar("T")
+
+
+class Member(Protocol):
+    """A device using the host's PortAudio: what a re-initialisation must ask of it."""
+
+    def holds_stream(self) -> bool: ...
+
+    def quiet(self) -> bool:
+        """Its stream can be closed and reopened now without cutting what it plays."""
+        ...
+
+    def release(self) -> None:
+        """Close its stream for a re-initialisation (not a loss: nothing is said)."""
+        ...
+
+    async def reacquire(self) -> None:
+        """Reopen after the re-initialisation (a failure is a loss, said as one)."""
+        ...
+
+
+def _fresh_pyaudio() -> Any:
+    from edge_agent.audio.portaudio_start import open_pyaudio
+
+    return open_pyaudio(probe=False)  # the configuration already survived the start-up probe
+
+
+class PortAudioHost:
+    """The one PortAudio instance the microphone and speaker share, and the one owner of its
+    re-initialisation: `Pa_Terminate` closes every stream, so `refresh` first has each other
+    member release its stream (only when quiet) and reopen it after. Opening and closing run on
+    one worker thread (`offload`), serialized: PortAudio's device scan is not thread-safe, and a
+    sound server that hangs must not freeze the loop. `refresh_every`: the least time between
+    two re-initialisations that interrupt a working device."""
+
+    def __init__(self, pa: Any, clock: Clock, *, reopen: Callable[[], Any] = _fresh_pyaudio,
+                 offload: bool = True, refresh_every: float = 30.0) -> None:
+        self._pa: Any = pa
+        self._clock = clock
+        self._reopen = reopen
+        self._executor = (concurrent.futures.ThreadPoolExecutor(1, "portaudio")
+                          if offload else None)
+        self._refresh_every = refresh_every
+        self._last_refresh: float | None = None
+        self._members: list[Member] = []
+        self._busy = 0  # calls running on the PortAudio thread
+        self.refreshes = 0
+
+    @property
+    def pa(self) -> Any:
+        if self._pa is None:
+            raise AudioDeviceError("PortAudio is not initialised (its last restart failed)")
+        return self._pa
+
+    def join(self, member: Member) -> None:
+        if member not in self._members:
+            self._members.append(member)
+
+    def leave(self, member: Member) -> None:
+        with contextlib.suppress(ValueError):
+            self._members.remove(member)
+
+    async def call(self, fn: Callable[[], T], abandoned: Callable[[T], None] | None = None) -> T:
+        """`fn()` on the PortAudio thread. If the caller is cancelled meanwhile, `abandoned`
+        gets the result (a stream opened for nobody is closed, not leaked)."""
+        if self._executor is None:
+            return fn()
+
+        def run() -> T:
+            self._busy += 1
+            try:
+                return fn()
+            finally:
+                self._busy -= 1
+
+        future = asyncio.get_running_loop().run_in_executor(self._executor, run)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if abandoned is not None:
+                future.add_done_callback(
+                    lambda done: None if done.cancelled() or done.exception() is not None
+                    else abandoned(done.result()))
+            raise
+
+    async def refresh(self, requester: Member) -> bool:
+        """Re-initialise PortAudio so that it scans the devices again. False when it would cut
+        another member's audio, or interrupt a working member again too soon."""
+        others = [m for m in self._members if m is not requester and m.holds_stream()]
+        now = self._clock.now()
+        if others and (not all(m.quiet() for m in others) or (
+                self._last_refresh is not None and now - self._last_refresh < self._refresh_every)):
+            return False
+        for member in others:
+            member.release()
+        try:
+            await self.call(self._reinitialise)
+        finally:
+            self._last_refresh = now
+            for member in others:
+                await member.reacquire()
+        return self._pa is not None
+
+    def _reinitialise(self) -> None:
+        old, self._pa = self._pa, None
+        if old is not None:
+            with contextlib.suppress(OSError, ValueError):
+                old.terminate()
+        self.refreshes += 1
+        try:
+            self._pa = self._reopen()
+        except AudioDeviceError:
+            self._pa = None  # `pa` says so; the next refresh tries again
+
+    def terminate(self) -> None:
+        """End PortAudio (after the devices closed). A call still stuck on the PortAudio
+        thread (a hung sound server) is not waited for, and PortAudio is then left as it is:
+        terminating it under that call could crash the exiting process."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            if self._busy:
+                return
+        if self._pa is not None:
+            self._pa.terminate()
+            self._pa = None
