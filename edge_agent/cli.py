@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent import __version__
+from edge_agent.cli_bench import add_parser as add_bench_parser
+from edge_agent.cli_bench import run as run_bench_command
 from edge_agent.cli_doctor import add_parser as add_doctor_parser
 from edge_agent.cli_doctor import run as run_doctor
+from edge_agent.cli_inspect import add_parser as add_inspect_parser
+from edge_agent.cli_inspect import run as run_inspect_command
 from edge_agent.cli_memory import add_parsers as add_memory_parsers
 from edge_agent.cli_memory import run as run_memory_command
 from edge_agent.cli_service import add_parsers as add_service_parsers
@@ -58,70 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--audio-dir", type=Path,
                      help="write each unit's audio, as far as it was played, to DIR/<unit_id>.wav")
 
-    bench = commands.add_parser("bench", help="benchmarks: measure, print a table, write JSON")
-    benchmarks = bench.add_subparsers(dest="benchmark", required=True)
-    heard = benchmarks.add_parser(
-        "heard", help="played position and heard words against the recorded output "
-                      "(starts a private PulseAudio server)")
-    heard.add_argument("--runs", type=_positive_int, default=50, help="barge-ins (default 50)")
-    heard.add_argument("--seed", type=int, default=1, help="random seed for the cut times")
-    heard.add_argument("--json", type=Path, default=Path("bench-heard.json"),
-                       help="results file (default: bench-heard.json)")
-
-    latency = benchmarks.add_parser(
-        "latency", help="answer gap, stop and barge-in latency and false interruptions, from "
-                        "the recorded audio of the live agent on a private PulseAudio server")
-    latency.add_argument("--exchanges", type=_positive_int, default=9,
-                         help="questions asked (each followed by a backchannel or, every third, "
-                              "an interruption; default 9)")
-    latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
-                         help="scripted replies (pipeline only, the default) or the configured LLM")
-    latency.add_argument("--seed", type=int, default=1, help="random seed for the cue times")
-    latency.add_argument("--caller", default="",
-                         help="the caller's voice, a clip-set voice (e.g. espeak-us, "
-                              "espeak-rp-m3; see `bench stt`); default: the agent's voice")
-    latency.add_argument("--json", type=Path, default=Path("bench-latency.json"),
-                         help="results file (default: bench-latency.json)")
-
-    corpus = benchmarks.add_parser(
-        "backchannel", help="the backchannel classifier on a corpus of Piper-spoken clips through "
-                            "the configured recognizer: accuracy and false interruptions")
-    corpus.add_argument("--corpus", type=Path, help="corpus file (default: the built-in one)")
-    corpus.add_argument("--json", type=Path, default=Path("bench-backchannel.json"),
-                        help="results file (default: bench-backchannel.json)")
-
-    stt = benchmarks.add_parser(
-        "stt", help="word error rate and speed of each recognizer on a clip set of espeak-ng and "
-                    "Piper voices, clean, in noise, in babble and in a room")
-    stt.add_argument("--quick", action="store_true", help="every fourth clip (24 of 96)")
-    stt.add_argument("--engines", default="moonshine,pocketsphinx",
-                     help="comma-separated recognizers (moonshine, pocketsphinx, vosk: vosk "
-                          "needs [stt] vosk_model); default: moonshine,pocketsphinx")
-    stt.add_argument("--json", type=Path, default=Path("bench-stt.json"),
-                     help="results file (default: bench-stt.json)")
-
+    add_bench_parser(commands)
     add_memory_parsers(commands)
     add_doctor_parser(commands)
     add_service_parsers(commands)
-
-    memory = benchmarks.add_parser(
-        "memory", help="prompt assembly and first token at turns 5/100/300, commit cost, "
-                       "restart with the saved prefix state, and SIGKILL durability")
-    memory.add_argument("--turns", type=_positive_int, default=300,
-                        help="turns of the synthetic session (default 300)")
-    memory.add_argument("--kills", type=int, default=5,
-                        help="SIGKILLs of a real agent at random moments of a call (default 5)")
-    memory.add_argument("--seed", type=int, default=1, help="random seed for the kill times")
-    memory.add_argument("--json", type=Path, default=Path("bench-memory.json"),
-                        help="results file (default: bench-memory.json)")
-
-    service = benchmarks.add_parser(
-        "service", help="the agent as a service: start to READY, idle CPU and RSS, watchdog "
-                        "pings, recovery after the microphone returns (private PulseAudio)")
-    service.add_argument("--idle", type=_seconds, default=20.0,
-                         help="seconds the idle agent is watched (default 20)")
-    service.add_argument("--json", type=Path, default=Path("bench-service.json"),
-                         help="results file (default: bench-service.json)")
+    add_inspect_parser(commands)
 
     models = commands.add_parser("models", help="list, fetch and verify models")
     actions = models.add_subparsers(dest="action", required=True)
@@ -158,14 +103,9 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "service":
             return run_service_command(config, args)
         if args.command == "bench":
-            bench = {"heard": _bench_heard, "latency": _bench_latency,
-                     "backchannel": _bench_backchannel, "stt": _bench_stt,
-                     "memory": _bench_memory, "service": _bench_service}[args.benchmark]
-            result, figures = bench(config, args)
-            write_json(result, args.json)
-            print(figures)
-            print(f"results: {args.json}")
-            return 0
+            return run_bench_command(config, args)
+        if args.command == "inspect":
+            return run_inspect_command(config, args)
         return _models(config, args)
     except EdgeAgentError as exc:
         print(f"edge-agent: error: {exc}", file=sys.stderr)
@@ -271,123 +211,6 @@ def _seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
     return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _bench_heard(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from edge_agent.app import load_voice
-    from edge_agent.bench.heard import report, run_trials, table
-    from edge_agent.heard.truncation import HeardPolicy
-
-    policy = HeardPolicy(config.heard.policy)
-    voice = load_voice(config)
-
-    def progress(trial: Any) -> None:
-        mark = "ok" if trial.words_exact else "WORDS DIFFER"
-        print(f"  cut at {trial.cut_after_ms:7.1f} ms: error {trial.error_ms:+6.2f} ms, "
-              f"stop {trial.stop_ms:5.2f} ms, {mark}", flush=True)
-
-    print(f"edge-agent bench heard: {args.runs} barge-ins (seed {args.seed})", flush=True)
-    result = report(run_trials(voice, args.runs, args.seed, policy, progress=progress),
-                    args.seed, policy)
-    return result, table(result)
-
-
-def _bench_latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from edge_agent.app import build_engines
-    from edge_agent.bench.latency import latency_call, run_latency, table
-
-    call, kinds = latency_call(args.exchanges, args.seed, scripted=args.llm == "scripted")
-    print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on a "
-          f"private PulseAudio server (about {args.exchanges * 12} s)...", flush=True)
-    from edge_agent.bench.clipset import VOICES
-    from edge_agent.errors import ConfigError
-
-    voices = {v.name: v for v in VOICES}
-    if args.caller and args.caller not in voices:
-        raise ConfigError("--caller", args.caller, f"unknown voice (known: {', '.join(voices)})")
-    engines = build_engines(config, call.replies)
-    figures = run_latency(config, engines, call, kinds, lambda line: print(line, flush=True),
-                          voices.get(args.caller))
-    result = {"benchmark": "latency", "llm": figures["engines"]["llm"],
-              "pause_on_speech": config.turns.pause_on_speech, "seed": args.seed,
-              "exchanges": args.exchanges, **figures}
-    return result, table(result)
-
-
-def _bench_backchannel(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from edge_agent.app import load_recognizer, load_voice
-    from edge_agent.bench.backchannel import load_corpus, run_corpus, table
-    from edge_agent.conversation.backchannel import load_classifier
-
-    clips = load_corpus(args.corpus)
-    classifier = load_classifier(config.turns.backchannel_classifier, config.source)
-    print(f"edge-agent bench backchannel: {len(clips)} clips", flush=True)
-    result = run_corpus(load_voice(config), load_recognizer(config), classifier, clips)
-    return result, table(result)
-
-
-def _bench_stt(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    import dataclasses
-
-    from edge_agent.app import load_recognizer, load_voice
-    from edge_agent.bench.stt import run_stt, table
-    from edge_agent.config import STT_ENGINES
-    from edge_agent.errors import ConfigError
-
-    names = [n.strip() for n in args.engines.split(",") if n.strip()]
-    for name in names:
-        if name not in STT_ENGINES:
-            raise ConfigError("--engines", name,
-                              f"unknown recognizer (known: {', '.join(STT_ENGINES)})")
-    recognizers = {name: load_recognizer(dataclasses.replace(
-        config, stt=dataclasses.replace(config.stt, engine=name))) for name in names}
-
-    def progress(engine: str, clip: Any, text: str, errors: int) -> None:
-        mark = "ok" if not errors else f"{errors} error(s)"
-        print(f"  {engine:13} {clip.voice.name:19} {clip.condition:12} {mark:11} {text!r}",
-              flush=True)
-
-    print(f"edge-agent bench stt: {', '.join(names)} on the clip set"
-          f"{' (quick)' if args.quick else ''}", flush=True)
-    result = run_stt(load_voice(config), recognizers, args.quick, progress)
-    return result, table(result)
-
-
-def _bench_memory(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from edge_agent.bench.memory import run_memory, table
-    from edge_agent.models.catalog import load_catalog
-
-    catalog = load_catalog(config.models_dir)
-    model = catalog.resolve(config.llm.model, "llm", "llm.model", config.source)
-    print(f"edge-agent bench memory: {args.turns} turns, {args.kills} SIGKILL(s)", flush=True)
-    result = run_memory(config, model, args.turns, args.kills, args.seed,
-                        lambda line: print(line, flush=True))
-    return result, table(result)
-
-
-def _bench_service(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from edge_agent.bench.service import run_service, table
-
-    print(f"edge-agent bench service: the agent on a private PulseAudio server, idle "
-          f"{args.idle:.0f} s, then its microphone pulled and given back", flush=True)
-    from edge_agent.audio.pulse_rig import PulseUnavailable
-    from edge_agent.errors import AudioDeviceError, EngineError
-
-    try:
-        figures = run_service(config, args.idle, lambda line: print(line, flush=True))
-    except PulseUnavailable as exc:
-        raise AudioDeviceError(f"the benchmark's private PulseAudio server: {exc}") from None
-    except RuntimeError as exc:
-        raise EngineError(f"the agent under test: {exc}") from None
-    result = {"benchmark": "service", "figures": figures}
-    return result, table(result)
 
 
 def _models(config: Config, args: argparse.Namespace) -> int:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_agent.bench.latency import analyze, audible_spans, latency_call
+from edge_agent.bench.latency import latency_call
+from edge_agent.bench.latency_figures import ScriptedLine, analyze, from_events
+from edge_agent.bench.recording import audible_spans
 
 RATE = 16000
 
@@ -29,7 +31,10 @@ def test_audible_spans_are_sample_exact_and_bridge_short_gaps() -> None:
 
 
 def test_gaps_stops_and_event_figures() -> None:
-    kinds = ["question", "backchannel", "question", "interruption"]
+    script = [ScriptedLine("question", "What time do you open?"),
+              ScriptedLine("backchannel", "yeah"),
+              ScriptedLine("question", "Can I bring my dog?"),
+              ScriptedLine("interruption", "Wait, what?")]
     caller = np.zeros(20 * RATE, dtype=np.int16)
     agent = np.zeros(20 * RATE, dtype=np.int16)
     _tone(caller, 1.0, 2.0)      # question 1 ends at 2.0
@@ -55,7 +60,7 @@ def test_gaps_stops_and_event_figures() -> None:
         {"type": "BargeIn", "at": 10.35, "unit_id": "u2", "words": "Wait,"},
         {"type": "UserTurn", "at": 11.3, "text": "Wait, what?"},
     ]
-    result = analyze(caller, agent, kinds, events)
+    result = analyze(caller, agent, script, events)
     assert result["answer_gap_ms"]["values"] == pytest.approx([550.0, 600.0], abs=0.2)
     assert result["stop_ms"]["values"] == pytest.approx([180.0], abs=0.2)
     assert result["questions_unanswered"] == 0
@@ -70,8 +75,62 @@ def test_gaps_stops_and_event_figures() -> None:
 
 
 def test_the_call_alternates_questions_with_backchannels_and_interruptions() -> None:
-    call, kinds = latency_call(6, seed=3, scripted=True)
+    call, script = latency_call(6, seed=3, scripted=True)
+    kinds = [line.kind for line in script]
     assert kinds == ["question", "backchannel", "question", "backchannel", "question",
                      "interruption"] * 2
+    assert [line.say for line in script] == [line.say for line in call.lines]
     assert call.replies is not None and len(call.replies) >= kinds.count("question") + 2
     assert call.greeting == ""
+
+
+def test_the_quick_call_interrupts_every_second_exchange_with_its_own_reply() -> None:
+    call, script = latency_call(2, seed=1, scripted=True, reply="Short.", interrupt_every=2)
+    assert [line.kind for line in script] == ["question", "backchannel", "question",
+                                              "interruption"]
+    assert call.replies is not None and set(call.replies) == {"Short."}
+
+
+def _spoke(at: float, text: str) -> dict[str, object]:
+    return {"type": "CallerSpoke", "at": at, "text": text, "speech_offset": 0.0}
+
+
+def test_more_caller_events_than_lines_are_reported_not_a_crash() -> None:
+    """A line said twice (an event more than the script has lines) used to index past the
+    end of the kinds (IndexError): each event is matched to its line by text, in order."""
+    script = [ScriptedLine("question", "Can I bring my dog?"),
+              ScriptedLine("interruption", "Wait, what about Sunday?")]
+    events = [
+        _spoke(1.0, "Can I bring my dog?"),
+        {"type": "UserSpeechEnded", "at": 2.4, "silence_ms": 300},
+        {"type": "UserTurn", "at": 2.41, "text": "Can I bring my dog?"},
+        _spoke(4.0, "Wait, what about Sunday?"),
+        {"type": "BargeIn", "at": 4.3, "unit_id": "u1", "words": "Wait,"},
+        {"type": "UserTurn", "at": 5.0, "text": "Wait, what about Sunday?"},
+        _spoke(7.0, "Wait, what about Sunday?"),  # the same line again: no line left for it
+        {"type": "BargeIn", "at": 7.5, "unit_id": "u2", "words": "Wait,"},
+        _spoke(9.0, "Something nobody scripted"),
+    ]
+    result = from_events(script, events)
+    assert result["unmatched_caller_events"] == ["Wait, what about Sunday?",
+                                                 "Something nobody scripted"]
+    assert result["lines_unsaid"] == 0
+    # The interruption's figure is its own event's, not the repeat's.
+    assert result["barge_in_confirmed_ms"]["values"] == [300.0]
+    assert result["interruptions"] == {"count": 1, "missed": 0}
+    assert result["backchannels"] == {"count": 0, "false_interruptions": 0}
+
+
+def test_a_line_never_said_is_counted_and_the_next_one_still_matched() -> None:
+    script = [ScriptedLine("question", "What time do you open?"),
+              ScriptedLine("backchannel", "mm-hmm"),
+              ScriptedLine("question", "Can I bring my dog?"),
+              ScriptedLine("backchannel", "yeah")]
+    events = [_spoke(1.0, "What time do you open?"),
+              _spoke(6.0, "Can I bring my dog?"),  # "mm-hmm" was never said
+              _spoke(9.0, "yeah"),
+              {"type": "BargeIn", "at": 9.4, "unit_id": "u2", "words": "yeah"}]
+    result = from_events(script, events)
+    assert result["lines_unsaid"] == 1
+    assert result["unmatched_caller_events"] == []
+    assert result["backchannels"] == {"count": 2, "false_interruptions": 1}

@@ -100,15 +100,23 @@ class Clip:
         return len(self.pcm) / 2 / RATE
 
 
-def clip_set(piper: PiperSpeech, quick: bool = False) -> Iterator[Clip]:
-    """The clips, synthesized one by one (96, or 24 with `quick`: every fourth)."""
+def clip_count(every: int = 1) -> int:
+    """How many clips `clip_set(..., every=every)` yields."""
+    return len(VOICES) * len(SENTENCES) // every
+
+
+def clip_set(piper: PiperSpeech, quick: bool = False, every: int | None = None
+             ) -> Iterator[Clip]:
+    """The clips, synthesized one by one: all 96, or every `every`-th (`quick`: every fourth,
+    24). Every voice speaks in each subset as long as `every` <= 12."""
+    step = every or (4 if quick else 1)
     babble = _babble()
     index = 0
     for v, voice in enumerate(VOICES):
         for s, text in enumerate(SENTENCES):
             condition = CONDITIONS[(v + s) % len(CONDITIONS)]
             index += 1
-            if quick and index % 4:
+            if index % step:
                 continue
             speech = speak(piper, voice, text)
             yield Clip(text, voice, condition,

@@ -34,6 +34,7 @@ import numpy as np
 from edge_agent.audio import pulse_rig
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.pcm import first_loud_sample
+from edge_agent.bench.needs import SoundServerUnavailable
 from edge_agent.bench.stats import summarize
 from edge_agent.clock import MonotonicClock
 from edge_agent.engines.base import SpeechAudio, TextToSpeech
@@ -141,17 +142,15 @@ def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
                progress: Callable[[CutTrial], None] | None = None) -> list[CutTrial]:
     """Start a private PulseAudio server and measure `runs` random barge-ins through it."""
     rng = random.Random(seed)
-    units = {text: tts.synthesize(text) for text in texts}
+    units = {text: tts.synthesize(text) for text in texts[:runs]}  # the ones the runs play
     with contextlib.ExitStack() as stack:
         try:
             server = stack.enter_context(pulse_rig.pulse_server(speaker_rate=tts.sample_rate))
         except pulse_rig.PulseUnavailable as exc:
-            raise AudioDeviceError(
-                f"the heard benchmark needs a private PulseAudio server: {exc}") from None
+            raise SoundServerUnavailable("heard", str(exc)) from None
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ea-bench-")))
         stack.enter_context(pulse_rig.client_environment(server.env))
         return _measure(server, scratch, units, runs, rng, policy, progress)
-
 
 
 def _measure(server: pulse_rig.PulseServer, scratch: Path, units: dict[str, SpeechAudio],

@@ -18,7 +18,8 @@ import random
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,33 @@ from edge_agent.memory.summarizer import (
 from edge_agent.memory.writer import StoreWriter
 from edge_agent.owner import OwnerThread
 
-MEASURED_TURNS = (5, 100, 300)
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How much `run_memory` measures (the defaults: `bench memory`'s full run)."""
+
+    turns: int = 300
+    """Turns of the synthetic session; first tokens are measured at `measured_turns(turns)`."""
+    kills: int = 5
+    """SIGKILLs of a real agent at random moments of a call."""
+    seed: int = 1
+    """Random seed for the kill times and the summarizer's stop times."""
+    repeats: int = 9
+    """First-token requests per measured turn (their median is the figure)."""
+    sliding: bool = True
+    """Also measure the old window, sliding one turn per turn (seconds per request)."""
+    restarts: int = 3
+    """Model restarts timed, with and without the saved prefix state."""
+    preemptions: int = 20
+    """Summaries stopped at random moments."""
+
+
+def measured_turns(turns: int) -> tuple[int, ...]:
+    """The turns whose prompt and first token are measured: 5, a third of the way, the last
+    (5, 100, 300 for the full 300 turns)."""
+    return tuple(sorted({min(5, turns), max(1, turns // 3), turns}))
 
 
 def user_line(turn: int) -> str:
@@ -59,7 +85,8 @@ def agent_line(turn: int) -> str:
 
 
 async def _session(config: Config, db: Path, turns: int, summarizer: Summarizer,
-                   at_turn: Callable[[int, ConversationMemory], None]) -> dict[str, Any]:
+                   at_turn: Callable[[int, ConversationMemory], None],
+                   measured: Sequence[int]) -> dict[str, Any]:
     """A synthetic session of `turns` exchanges through the real memory and store; `at_turn`
     runs before each user turn is added (the prompt is then the prewarmed prefix)."""
     clock = MonotonicClock()
@@ -75,7 +102,7 @@ async def _session(config: Config, db: Path, turns: int, summarizer: Summarizer,
     for turn in range(1, turns + 1):
         at_turn(turn, memory)
         memory.add_user(user_line(turn))
-        if turn in MEASURED_TURNS:
+        if turn in measured:
             assembly[turn] = _timed_assembly(memory)
         started = time.perf_counter()
         await memory.flushed()  # what the agent awaits before a request
@@ -94,7 +121,7 @@ async def _session(config: Config, db: Path, turns: int, summarizer: Summarizer,
         checkpoints.append(time.perf_counter() - started)
     await writer.close()
     owner.close()
-    return {"assembly_ms": {t: summarize([v * 1000 for v in values], 3)
+    return {"assembly_ms": {str(t): summarize([v * 1000 for v in values], 3)
                             for t, values in assembly.items()},
             "commit_turn_ms": summarize([v * 1000 for v in durable], 2),
             "commit_checkpoint_ms": summarize([v * 1000 for v in checkpoints], 2)}
@@ -123,19 +150,23 @@ def _first_token(llm: LlamaLanguageModel, messages: list[ChatMessage]) -> float:
     return time.perf_counter() - started
 
 
-def _median_first_token(llm: LlamaLanguageModel, prewarmed: list[ChatMessage],
-                        request: Callable[[str], list[ChatMessage]], turn: int,
-                        repeats: int = 9) -> float:
-    """Median ms to the first token of the request for the next user turn, each time after
-    the prewarm the agent runs while the user speaks (`prewarmed`: the prompt without it).
-    Each repeat words the user turn differently from its first token on, so no repeat finds
-    its own words in the cache."""
+def _first_tokens(llm: LlamaLanguageModel, prewarmed: list[ChatMessage],
+                  request: Callable[[str], list[ChatMessage]], turn: int,
+                  repeats: int) -> list[float]:
+    """Ms to the first token of the request for the next user turn, `repeats` times, each
+    after the prewarm the agent runs while the user speaks (`prewarmed`: the prompt without
+    it). Each repeat words the user turn differently from its first token on, so no repeat
+    finds its own words in the cache."""
     times = []
     for repeat in range(repeats):
         llm.prewarm(prewarmed)
         pending = f"{['Hello', 'Hi', 'Please', 'So', 'Okay'][repeat % 5]}, {user_line(turn)}"
-        times.append(_first_token(llm, request(pending)) * 1000)
-    return round(sorted(times)[len(times) // 2], 1)
+        times.append(round(_first_token(llm, request(pending)) * 1000, 1))
+    return times
+
+
+def _median(values: list[float]) -> float:
+    return round(sorted(values)[len(values) // 2], 1)
 
 
 def _sliding(memory: ConversationMemory, window: int, pending: str | None
@@ -149,49 +180,59 @@ def _sliding(memory: ConversationMemory, window: int, pending: str | None
             *({"role": t.role, "content": t.text} for t in turns[-window:])]
 
 
-def run_memory(config: Config, model_path: Path, turns: int, kills: int, seed: int,
-               progress: Progress) -> dict[str, Any]:
+def run_memory(config: Config, model_path: Path, plan: MemoryPlan, progress: Progress
+               ) -> dict[str, Any]:
     llm_options: dict[str, Any] = {"context_tokens": config.llm.context_tokens, "threads": config.llm.threads,
                    "max_tokens": config.llm.max_tokens, "temperature": 0.0, "seed": config.llm.seed}
     llm = LlamaLanguageModel(model_path, **llm_options)
     first_token: dict[str, dict[str, float]] = {"stepped": {}, "sliding": {}}
-    prewarm_ms: dict[int, float] = {}
+    samples: dict[str, dict[str, list[float]]] = {"stepped": {}, "sliding": {}}
+    prewarm_ms: dict[str, float] = {}
     window = config.turns.history_turns
+    measured = measured_turns(plan.turns)
 
     def at_turn(turn: int, memory: ConversationMemory) -> None:
-        if turn not in MEASURED_TURNS:
+        if turn not in measured:
             return
         before = memory.messages()
         started = time.perf_counter()
         llm.prewarm(before)
-        prewarm_ms[turn] = round((time.perf_counter() - started) * 1000, 1)
-        first_token["stepped"][str(turn)] = _median_first_token(
-            llm, before, lambda pending: memory.context.messages(pending), turn)
-        if turn > window // 2:
-            first_token["sliding"][str(turn)] = _median_first_token(
+        prewarm_ms[str(turn)] = round((time.perf_counter() - started) * 1000, 1)
+        samples["stepped"][str(turn)] = _first_tokens(
+            llm, before, lambda pending: memory.context.messages(pending), turn, plan.repeats)
+        if plan.sliding and turn > window // 2:
+            samples["sliding"][str(turn)] = _first_tokens(
                 llm, _sliding(memory, window, None),
-                lambda pending: _sliding(memory, window, pending), turn)
+                lambda pending: _sliding(memory, window, pending), turn, plan.repeats)
+        for kind, values in samples.items():
+            if str(turn) in values:
+                first_token[kind][str(turn)] = _median(values[str(turn)])
         progress(f"  turn {turn}: first token {first_token['stepped'][str(turn)]} ms "
-                 f"(prewarm before it {prewarm_ms[turn]} ms)")
+                 f"(prewarm before it {prewarm_ms[str(turn)]} ms)")
 
     with tempfile.TemporaryDirectory(prefix="edge-agent-bench-") as work:
-        progress(f"a {turns}-turn session through the memory, the store and {model_path.name}")
-        session = asyncio.run(_session(config, Path(work) / "memory.db", turns,
+        progress(f"a {plan.turns}-turn session through the memory, the store and "
+                 f"{model_path.name}")
+        session = asyncio.run(_session(config, Path(work) / "memory.db", plan.turns,
                                        ExtractiveSummarizer(config.memory.summary_chars),
-                                       at_turn))
-        progress("restart: first token with and without the saved prefix state")
-        restart = _restart(config, model_path, llm_options, Path(work) / "state")
-        progress("the summarizer, stopped at random moments")
-        preemption = _preemption(model_path, 20, random.Random(seed))
-        trials = _durability(kills, seed, Path(work), progress)
-    return {"benchmark": "memory", "turns": turns, "model": model_path.name, **session,
-            "prewarm_ms": prewarm_ms, "first_token_ms": first_token, "restart": restart,
-            "summarizer": preemption,
-            "durability": trials}
+                                       at_turn, measured))
+        restart = preemption = None
+        if plan.restarts:
+            progress("restart: first token with and without the saved prefix state")
+            restart = _restart(config, model_path, llm_options, Path(work) / "state",
+                               plan.restarts)
+        if plan.preemptions:
+            progress("the summarizer, stopped at random moments")
+            preemption = _preemption(model_path, plan.preemptions, random.Random(plan.seed))
+        trials = _durability(plan.kills, plan.seed, Path(work), progress)
+    return {"benchmark": "memory", "turns": plan.turns, "measured_turns": list(measured),
+            "model": model_path.name, **session, "prewarm_ms": prewarm_ms,
+            "first_token_ms": first_token, "first_token_samples_ms": samples,
+            "restart": restart, "summarizer": preemption, "durability": trials}
 
 
-def _restart(config: Config, model_path: Path, options: dict[str, Any], state: Path
-             ) -> dict[str, Any]:
+def _restart(config: Config, model_path: Path, options: dict[str, Any], state: Path,
+             repeats: int) -> dict[str, Any]:
     memory = ConversationMemory(conversation_settings(config).memory, EventLog(MonotonicClock()))
     memory.context.preload.last_session = ExtractiveSummarizer(config.memory.summary_chars).summarize(
         "", [("user", user_line(n)) for n in range(1, 12)], threading.Event()).text
@@ -204,7 +245,7 @@ def _restart(config: Config, model_path: Path, options: dict[str, Any], state: P
     del first
     for label, restore in (("cold", False), ("restored", True)):
         runs = []
-        for _ in range(3):
+        for _ in range(repeats):
             started = time.perf_counter()
             llm = LlamaLanguageModel(model_path, **options)
             loaded = time.perf_counter()
@@ -278,27 +319,32 @@ def _durability(kills: int, seed: int, work: Path, progress: Progress) -> dict[s
 
 
 def table(result: dict[str, Any]) -> str:
+    measured = result["measured_turns"]
     lines = [f"memory over {result['turns']} turns ({result['model']})",
-             f"{'turn':32}" + "".join(f"{t:>10}" for t in MEASURED_TURNS)]
+             f"{'turn':32}" + "".join(f"{t:>10}" for t in measured)]
     assembly = result["assembly_ms"]
     lines.append(f"{'prompt assembly p50 (ms)':32}" + "".join(
-        f"{assembly[t]['p50']:>10.3f}" for t in MEASURED_TURNS))
+        f"{assembly[str(t)]['p50']:>10.3f}" for t in measured))
     for kind in ("stepped", "sliding"):
         figures = result["first_token_ms"][kind]
         lines.append(f"{'first token, window ' + kind + ' (ms)':32}" + "".join(
-            f"{figures.get(str(t), float('nan')):>10.0f}" for t in MEASURED_TURNS))
+            f"{figures.get(str(t), float('nan')):>10.0f}" for t in measured))
     turn, checkpoint = result["commit_turn_ms"], result["commit_checkpoint_ms"]
     lines.append(f"commit, turn (FULL) p50/p95: {turn['p50']}/{turn['p95']} ms; "
                  f"checkpoint (NORMAL): {checkpoint['p50']}/{checkpoint['p95']} ms")
     restart = result["restart"]
-    lines.append(f"first token after a restart: cold {restart['cold']['first_token_ms']['p50']} "
-                 f"ms, restored state {restart['restored']['first_token_ms']['p50']} ms (+ "
-                 f"{restart['restored']['restore_ms']['p50']} ms to load "
-                 f"{restart['state_bytes'] / 1e6:.1f} MB)")
+    if restart is not None:
+        lines.append(f"first token after a restart: cold "
+                     f"{restart['cold']['first_token_ms']['p50']} ms, restored state "
+                     f"{restart['restored']['first_token_ms']['p50']} ms (+ "
+                     f"{restart['restored']['restore_ms']['p50']} ms to load "
+                     f"{restart['state_bytes'] / 1e6:.1f} MB)")
     summarizer = result["summarizer"]
-    lines.append(f"summarizer: {summarizer['summarize_8_turns_s']} s for 8 turns; stopped "
-                 f"{summarizer['preempt_ms'].get('p50')}/{summarizer['preempt_ms'].get('p95')}/"
-                 f"{summarizer['preempt_ms'].get('max')} ms (p50/p95/max) after speech began")
+    if summarizer is not None:
+        preempt = summarizer["preempt_ms"]
+        lines.append(f"summarizer: {summarizer['summarize_8_turns_s']} s for 8 turns; stopped "
+                     f"{preempt.get('p50')}/{preempt.get('p95')}/{preempt.get('max')} ms "
+                     "(p50/p95/max) after speech began")
     durability = result["durability"]
     lines.append(f"durability: {durability['kills']} SIGKILLs, {durability['turns_lost']} turn(s) "
                  f"lost, {durability['overheard']} unit(s) over-heard, integrity "

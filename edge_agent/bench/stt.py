@@ -23,22 +23,29 @@ _PIECE_MS = 100
 
 def transcribe_clip(stt: SpeechRecognizer, clip: Clip) -> tuple[str, float, float]:
     """(transcript, seconds spent in all, seconds spent in `end()`)."""
+    return transcribe(stt, clip.pcm)
+
+
+def transcribe(stt: SpeechRecognizer, pcm: bytes) -> tuple[str, float, float]:
+    """`pcm` (int16 at the recognizer's rate) fed in 100 ms pieces: (transcript, seconds spent
+    in all, seconds spent in `end()`)."""
     piece = stt.sample_rate * _PIECE_MS // 1000 * 2
     started = time.perf_counter()
     stt.begin()
-    for at in range(0, len(clip.pcm), piece):
-        stt.feed(clip.pcm[at:at + piece])
+    for at in range(0, len(pcm), piece):
+        stt.feed(pcm[at:at + piece])
     ending = time.perf_counter()
     text = stt.end().text
     done = time.perf_counter()
     return text, done - started, done - ending
 
 
-def run_stt(piper: PiperSpeech, recognizers: Mapping[str, SpeechRecognizer], quick: bool,
+def run_stt(piper: PiperSpeech, recognizers: Mapping[str, SpeechRecognizer], every: int = 1,
             progress: Callable[[str, Clip, str, int], None] | None = None) -> dict[str, Any]:
-    """Every recognizer on every clip; the figures per engine, voice and condition."""
+    """Every recognizer on every `every`-th clip (`clipset.clip_count`); the figures per
+    engine, voice and condition."""
     rows: list[dict[str, Any]] = []
-    for clip in clip_set(piper, quick=quick):
+    for clip in clip_set(piper, every=every):
         for engine, stt in recognizers.items():
             text, spent, ending = transcribe_clip(stt, clip)
             errors, words = word_errors(clip.text, text)
@@ -62,6 +69,7 @@ def run_stt(piper: PiperSpeech, recognizers: Mapping[str, SpeechRecognizer], qui
             "end_ms": summarize([r["end_ms"] for r in mine]),
         }
     return {"benchmark": "stt", "clips": len(rows) // max(1, len(recognizers)),
+            "clip_every": every,
             "engines": engines, "rows": rows}
 
 

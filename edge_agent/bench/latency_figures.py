@@ -1,0 +1,192 @@
+"""`bench latency`'s figures, read off the two-channel recording and the agent's event log.
+
+From the recording (caller on one channel, the agent's speaker on the other):
+- **answer gap**: the caller's last audible sample of a question -> the agent's first audible
+  sample after it (capture, VAD, end-of-turn silence, recognizer, model, voice, playback: all of
+  it, as the caller hears it);
+- **stop**: the first audible sample of a real interruption -> the agent's audio stops.
+From the event log (the caller's onset taken when its line started playing):
+- **word error rate** of what the agent heard of each answered line;
+- **barge-in confirmed**: onset -> the interruption decided (playback cut for good);
+- **false interruptions**: backchannel lines that cut the agent off;
+- **stages** of each answered question, from the end of the caller's speech as the agent
+  heard it: transcript, request, first token, first piece, first audio.
+
+The caller's lines are matched to its `CallerSpoke` events by their text, in order: an event
+that matches no line of the script (a line said twice, a stray event) is reported in
+`unmatched_caller_events` and attributed to no line, and a line with no event is counted in
+`lines_unsaid`, instead of shifting every later line onto the wrong event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from edge_agent.bench.recording import audible_spans
+from edge_agent.bench.stats import summarize
+from edge_agent.bench.wer import word_error_rate
+
+
+class ScriptedLine(NamedTuple):
+    """One caller line of the benchmark's call."""
+
+    kind: str
+    """"question", "backchannel" or "interruption"."""
+    say: str
+    """What the caller says (the text of its `CallerSpoke` event)."""
+
+
+STAGES = ("transcript", "request", "first_token", "first_piece", "first_audio")
+"""The `TurnStage` stages, in the order a turn reaches them."""
+
+
+def analyze(caller: np.ndarray, agent: np.ndarray, script: Sequence[ScriptedLine],
+            events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures from the recording (caller and agent channels) and the event log."""
+    said = audible_spans(caller, bridge_ms=600)
+    played = audible_spans(agent, bridge_ms=250)
+    gaps: list[float] = []
+    stops: list[float] = []
+    unanswered = 0
+    lines = said[: len(script)]
+    for index, (line, (start, end)) in enumerate(zip(script, lines, strict=False)):
+        following = lines[index + 1][0] if index + 1 < len(lines) else float("inf")
+        if line.kind == "question":
+            after = [a for a, _ in played if end < a < following]
+            if after:
+                gaps.append(1000 * (after[0] - end))
+            else:
+                unanswered += 1
+        elif line.kind == "interruption":
+            cut = [b for a, b in played if a < start < b]
+            if cut:
+                stops.append(1000 * (cut[0] - start))
+    return {
+        "lines": len(script), "lines_heard_in_recording": len(said),
+        "answer_gap_ms": summarize(gaps),
+        "questions_unanswered": unanswered,
+        "stop_ms": summarize(stops),
+        **from_events(script, events),
+    }
+
+
+def _next_line(script: Sequence[ScriptedLine], current: int | None, last: int, text: str
+               ) -> int | None:
+    """The script line a `CallerSpoke` with `text` stands for: the line after the last one
+    matched, else a later line with that text (the lines between were never said); None for
+    a repeat of the line just said or a text the script does not have."""
+    if last + 1 < len(script) and script[last + 1].say == text:
+        return last + 1
+    if current is not None and script[current].say == text:
+        return None  # the same line again: not a new line of the script
+    return next((i for i in range(last + 1, len(script)) if script[i].say == text), None)
+
+
+def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
+                ) -> dict[str, Any]:
+    """The figures the event log gives (see the module docstring)."""
+    confirmed: list[float] = []
+    false_interruptions = missed = 0
+    current: int | None = None  # the script line being said, None for an unmatched event
+    last = -1  # the last script line matched
+    matched = 0
+    unmatched: list[str] = []
+    onset = 0.0
+    cut = False
+    speech_end: float | None = None
+    turn_ends: dict[int, float] = {}  # user turn -> end of its speech, as the agent heard it
+    turn_stages: dict[int, dict[str, float]] = {}
+    said = ""
+    heard_lines: list[tuple[str, str]] = []  # (line said, what the agent heard), answered lines
+
+    def kind() -> str:
+        return script[current].kind if current is not None else "unmatched"
+
+    for event in events:
+        name, at = event["type"], float(event["at"])
+        if name == "CallerSpoke":
+            if kind() == "interruption" and not cut:
+                missed += 1
+            text = str(event["text"])
+            current = _next_line(script, current, last, text)
+            if current is None:
+                unmatched.append(text)
+            else:
+                last, matched = current, matched + 1
+            onset = at + float(event.get("speech_offset", 0.0))
+            cut = False
+            said = text
+        elif name == "BargeIn" and current is not None and not cut:
+            cut = True
+            if kind() == "interruption":
+                confirmed.append(1000 * (at - onset))
+            elif kind() == "backchannel":
+                false_interruptions += 1
+            # (a question said over the agent, when an earlier mistake shifted the replies,
+            # is the caller talking over it: not the agent's judgement of a backchannel)
+        elif name == "UserSpeechEnded":
+            speech_end = at - float(event.get("silence_ms", 0)) / 1000
+        elif name == "UserTurn":
+            heard_lines.append((said, str(event["text"])))
+            said = ""
+            if speech_end is not None:
+                turn_ends[len(turn_ends) + 1] = speech_end
+        elif name == "SpeculationCancelled":
+            turn_stages.pop(int(event["turn"]), None)
+        elif name == "TurnStage":
+            turn_stages.setdefault(int(event["turn"]), {})[event["stage"]] = at
+    if kind() == "interruption" and not cut:
+        missed += 1
+    stages: dict[str, list[float]] = {}
+    heard = [(said, text) for said, text in heard_lines if said]
+    for turn, end in turn_ends.items():
+        for stage, at in turn_stages.get(turn, {}).items():
+            stages.setdefault(stage, []).append(1000 * (at - end))
+    kinds = [line.kind for line in script]
+    return {
+        "user_turns_wer_percent": round(100 * word_error_rate(heard), 1),
+        "user_turns": [{"said": a, "heard": b} for a, b in heard],
+        "barge_in_confirmed_ms": summarize(confirmed),
+        "interruptions": {"count": kinds.count("interruption"), "missed": missed},
+        "backchannels": {"count": kinds.count("backchannel"),
+                         "false_interruptions": false_interruptions},
+        "lines_unsaid": len(script) - matched,
+        "unmatched_caller_events": unmatched,
+        "stages_ms": {stage: summarize(values) for stage, values in stages.items()},
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    def row(name: str, stats: dict[str, Any]) -> str:
+        if not stats["n"]:
+            return f"{name:48}{'-':>8}{'-':>8}{'-':>8}  (none)"
+        return (f"{name:48}{stats['p50']:>8.0f}{stats['p95']:>8.0f}{stats['max']:>8.0f}"
+                f"  ms (n={stats['n']})")
+
+    stages = result["stages_ms"]
+    lines = [
+        f"turn-taking on the real audio path: {result['exchanges']} exchanges, LLM "
+        f"{result['engines']['llm']}, STT {result['engines']['stt']}",
+        f"{'':48}{'p50':>8}{'p95':>8}{'max':>8}",
+        row("caller's last sample -> agent's first sample", result["answer_gap_ms"]),
+        *(row(f"  speech end (as heard) -> {name.replace('_', ' ')}", stages[name])
+          for name in STAGES if name in stages),
+        row("interruption onset -> agent silent", result["stop_ms"]),
+        row("interruption onset -> barge-in confirmed", result["barge_in_confirmed_ms"]),
+        f"word error rate of the answered lines, through the microphone: "
+        f"{result['user_turns_wer_percent']:.1f} % ({len(result['user_turns'])} lines, caller "
+        f"voice: {result['caller_voice']})",
+        f"questions unanswered: {result['questions_unanswered']}; peak RSS of the process "
+        f"{result['peak_rss_mb']} MB",
+        f"interruptions missed: {result['interruptions']['missed']}/"
+        f"{result['interruptions']['count']}",
+        f"false interruptions on backchannels: {result['backchannels']['false_interruptions']}/"
+        f"{result['backchannels']['count']}",
+    ]
+    if result["unmatched_caller_events"] or result["lines_unsaid"]:
+        lines.append(f"caller events matching no line: {result['unmatched_caller_events']}; "
+                     f"lines never said: {result['lines_unsaid']}")
+    return "\n".join(lines)

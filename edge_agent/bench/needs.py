@@ -1,0 +1,58 @@
+"""What a benchmark part needs from the machine, checked before it runs: a part whose need is
+missing is skipped with the reason (`edge-agent bench` goes on with the others); run on its own
+(`bench heard`, ...) it stops with that reason as its error."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+
+from edge_agent.audio import pulse_rig
+from edge_agent.config import Config
+from edge_agent.errors import AudioDeviceError, EdgeAgentError, EngineError
+from edge_agent.models.catalog import load_catalog
+
+
+class SoundServerUnavailable(AudioDeviceError):
+    """The private PulseAudio server a part plays and records through cannot run here."""
+
+    def __init__(self, part: str, reason: str) -> None:
+        """`part`: the benchmark that needs it ("" when said before any part runs)."""
+        who = f"the {part} benchmark " if part else ""
+        super().__init__(f"{who}needs a private PulseAudio server: {reason}")
+
+
+class PartsFailed(EdgeAgentError):
+    """`edge-agent bench` ran, but some parts failed (each one's error is in the table and the
+    JSON): exit status 1."""
+
+
+Need = Callable[[Config], None]
+"""Raises an EdgeAgentError saying what is missing, or returns."""
+
+
+def pulseaudio(config: Config) -> None:
+    del config
+    try:
+        pulse_rig.check_tools()
+    except pulse_rig.PulseUnavailable as exc:
+        raise SoundServerUnavailable("", str(exc)) from None
+
+
+def espeak_ng(config: Config) -> None:
+    del config
+    if shutil.which("espeak-ng") is None:
+        raise EngineError("espeak-ng is not installed (apt-get install espeak-ng): the clip set "
+                          "speaks with its voices")
+
+
+def models(with_llm: bool) -> Need:
+    """Every model the config uses (the LLM too when `with_llm`) is on disk (ModelMissingError
+    with the command that fetches it, otherwise)."""
+
+    def check(config: Config) -> None:
+        catalog = load_catalog(config.models_dir)
+        for use in config.models_in_use(with_llm):
+            catalog.resolve(use.reference, use.kind, use.key, config.source)
+
+    return check

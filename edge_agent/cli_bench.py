@@ -1,0 +1,230 @@
+"""`edge-agent bench [--quick] [--json OUT]`: every benchmark on this machine, one table; and
+`edge-agent bench engines | heard | latency | backchannel | stt | memory | service`: one part.
+
+Part of the command line (messages and exit codes are made here and in `cli`). `bench` and a
+part's subcommand call the same function (`bench.parts`) and get the same part JSON: the
+subcommand writes it alone, `bench` writes it as `parts[i].result` of its document
+(`bench.document`), next to the machine and the models. `bench` prints its progress on
+stderr and the table on stdout; exit status 1 when a part failed (skipped parts do not count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edge_agent.config import Config
+from edge_agent.jsonfile import write_json
+
+if TYPE_CHECKING:
+    from edge_agent.bench.workbench import Workbench
+
+PartCommand = Callable[[Config, argparse.Namespace], tuple[dict[str, Any], str]]
+
+
+def add_parser(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench", help="benchmarks: every part on this machine (or one part), one table, JSON",
+        description="Without a part: every part on this machine, one table with the machine "
+                    "it ran on, every raw sample in --json (see bench.schema.json).")
+    bench.add_argument("--quick", action="store_true",
+                       help="fewer runs, clips and turns, a short idle, nothing killed or "
+                            "unplugged: under 2 minutes on a 2-core PC")
+    bench.add_argument("--seed", type=int, default=1, help="random seed (cut and cue times)")
+    bench.add_argument("--json", type=Path, default=Path("bench.json"),
+                       help="results file (default: bench.json)")
+    benchmarks = bench.add_subparsers(dest="benchmark", required=False, metavar="PART")
+    engines = benchmarks.add_parser(
+        "engines", help="each engine alone: load time, the voice's and the recognizer's "
+                        "real-time factors, the LLM's first token and tokens/s")
+    engines.add_argument("--sentences", type=_positive_int, default=12,
+                         help="sentences through the voice and the recognizer (default 12)")
+    engines.add_argument("--prompts", type=_positive_int, default=6,
+                         help="questions to the LLM (default 6)")
+    engines.add_argument("--json", type=Path, default=Path("bench-engines.json"),
+                         help="results file (default: bench-engines.json)")
+
+    heard = benchmarks.add_parser(
+        "heard", help="played position and heard words against the recorded output "
+                      "(starts a private PulseAudio server)")
+    heard.add_argument("--runs", type=_positive_int, default=50, help="barge-ins (default 50)")
+    heard.add_argument("--seed", type=int, default=1, help="random seed for the cut times")
+    heard.add_argument("--json", type=Path, default=Path("bench-heard.json"),
+                       help="results file (default: bench-heard.json)")
+
+    latency = benchmarks.add_parser(
+        "latency", help="answer gap, stop and barge-in latency and false interruptions, from "
+                        "the recorded audio of the live agent on a private PulseAudio server")
+    latency.add_argument("--exchanges", type=_positive_int, default=9,
+                         help="questions asked (each followed by a backchannel or, every third, "
+                              "an interruption; default 9)")
+    latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
+                         help="scripted replies (pipeline only, the default) or the configured LLM")
+    latency.add_argument("--seed", type=int, default=1, help="random seed for the cue times")
+    latency.add_argument("--caller", default="",
+                         help="the caller's voice, a clip-set voice (e.g. espeak-us, "
+                              "espeak-rp-m3; see `bench stt`); default: the agent's voice")
+    latency.add_argument("--json", type=Path, default=Path("bench-latency.json"),
+                         help="results file (default: bench-latency.json)")
+
+    corpus = benchmarks.add_parser(
+        "backchannel", help="the backchannel classifier on a corpus of Piper-spoken clips through "
+                            "the configured recognizer: accuracy and false interruptions")
+    corpus.add_argument("--corpus", type=Path, help="corpus file (default: the built-in one)")
+    corpus.add_argument("--json", type=Path, default=Path("bench-backchannel.json"),
+                        help="results file (default: bench-backchannel.json)")
+
+    stt = benchmarks.add_parser(
+        "stt", help="word error rate and speed of each recognizer on a clip set of espeak-ng and "
+                    "Piper voices, clean, in noise, in babble and in a room")
+    stt.add_argument("--quick", action="store_true", help="every fourth clip (24 of 96)")
+    stt.add_argument("--engines", default="moonshine,pocketsphinx",
+                     help="comma-separated recognizers (moonshine, pocketsphinx, vosk: vosk "
+                          "needs [stt] vosk_model); default: moonshine,pocketsphinx")
+    stt.add_argument("--json", type=Path, default=Path("bench-stt.json"),
+                     help="results file (default: bench-stt.json)")
+
+    memory = benchmarks.add_parser(
+        "memory", help="prompt assembly and first token at turns 5/100/300, commit cost, "
+                       "restart with the saved prefix state, and SIGKILL durability")
+    memory.add_argument("--turns", type=_positive_int, default=300,
+                        help="turns of the synthetic session (default 300)")
+    memory.add_argument("--kills", type=int, default=5,
+                        help="SIGKILLs of a real agent at random moments of a call (default 5)")
+    memory.add_argument("--seed", type=int, default=1, help="random seed for the kill times")
+    memory.add_argument("--json", type=Path, default=Path("bench-memory.json"),
+                        help="results file (default: bench-memory.json)")
+
+    service = benchmarks.add_parser(
+        "service", help="the agent as a service: start to READY, idle CPU and RSS, watchdog "
+                        "pings, recovery after the microphone and the speaker return "
+                        "(private PulseAudio)")
+    service.add_argument("--idle", type=_seconds, default=20.0,
+                         help="seconds the idle agent is watched (default 20)")
+    service.add_argument("--json", type=Path, default=Path("bench-service.json"),
+                         help="results file (default: bench-service.json)")
+
+
+def run(config: Config, args: argparse.Namespace) -> int:
+    if args.benchmark is None:
+        return _run_all(config, args)
+    command: PartCommand = {
+        "engines": _engines, "heard": _heard, "latency": _latency, "backchannel": _backchannel, "stt": _stt,
+        "memory": _memory, "service": _service}[args.benchmark]
+    result, figures = command(config, args)
+    write_json(result, args.json)
+    print(figures)
+    print(f"results: {args.json}")
+    return 0
+
+
+def _run_all(config: Config, args: argparse.Namespace) -> int:
+    from edge_agent.bench.needs import PartsFailed
+    from edge_agent.bench.suite import run_suite
+    from edge_agent.bench.summary import table
+
+    document = run_suite(config, args.quick, args.seed, sys.stderr)
+    write_json(dict(document), args.json)
+    print(table(document), flush=True)
+    print(f"results: {args.json}")
+    failed = [part["name"] for part in document["parts"] if part["status"] == "failed"]
+    if failed:
+        raise PartsFailed(f"{len(failed)} bench part(s) failed: {', '.join(failed)} (their "
+                          f"errors are in the table and in {args.json})")
+    return 0
+
+
+def _workbench(config: Config) -> Workbench:
+    from edge_agent.bench.workbench import Workbench
+
+    return Workbench(config, lambda line: print(f"  {line}", flush=True))
+
+
+def _engines(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.parts import engines_part
+    from edge_agent.bench.speeds import table
+
+    print("edge-agent bench engines: each engine alone", flush=True)
+    result = engines_part(_workbench(config), args.sentences, args.prompts)
+    return result, table(result)
+
+
+def _heard(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.heard import table
+    from edge_agent.bench.parts import heard_part
+
+    print(f"edge-agent bench heard: {args.runs} barge-ins (seed {args.seed})", flush=True)
+    result = heard_part(_workbench(config), args.runs, args.seed)
+    return result, table(result)
+
+
+def _latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.latency_figures import table
+    from edge_agent.bench.parts import latency_part
+
+    print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on a "
+          f"private PulseAudio server (about {args.exchanges * 12} s)...", flush=True)
+    result = latency_part(_workbench(config), args.exchanges, args.seed, args.llm, args.caller)
+    return result, table(result)
+
+
+def _backchannel(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.backchannel import table
+    from edge_agent.bench.parts import backchannel_part
+
+    print("edge-agent bench backchannel: the corpus through the voice and the recognizer",
+          flush=True)
+    result = backchannel_part(_workbench(config), args.corpus, 1)
+    return result, table(result)
+
+
+def _stt(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.parts import stt_part
+    from edge_agent.bench.stt import table
+
+    names = [n.strip() for n in args.engines.split(",") if n.strip()]
+    print(f"edge-agent bench stt: {', '.join(names)} on the clip set"
+          f"{' (quick)' if args.quick else ''}", flush=True)
+    result = stt_part(_workbench(config), names, 4 if args.quick else 1)
+    return result, table(result)
+
+
+def _memory(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.memory import MemoryPlan, table
+    from edge_agent.bench.parts import memory_part
+
+    print(f"edge-agent bench memory: {args.turns} turns, {args.kills} SIGKILL(s)", flush=True)
+    result = memory_part(_workbench(config),
+                         MemoryPlan(turns=args.turns, kills=args.kills, seed=args.seed))
+    return result, table(result)
+
+
+def _service(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.parts import service_part
+    from edge_agent.bench.service import table
+
+    print(f"edge-agent bench service: the agent on a private PulseAudio server, idle "
+          f"{args.idle:.0f} s, then its microphone and speaker pulled and given back", flush=True)
+    result = service_part(_workbench(config), args.idle, devices=True)
+    return result, table(result)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
