@@ -52,7 +52,7 @@ def add_parser(commands: Any) -> None:
         "heard", help="played position and heard words against the recorded output "
                       "(starts a private PulseAudio server)")
     heard.add_argument("--runs", type=_positive_int, default=50, help="barge-ins (default 50)")
-    heard.add_argument("--seed", type=int, default=1, help="random seed for the cut times")
+    heard.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="random seed for the cut times")
     heard.add_argument("--json", type=Path, default=Path("bench-heard.json"),
                        help="results file (default: bench-heard.json)")
 
@@ -64,7 +64,7 @@ def add_parser(commands: Any) -> None:
                               "an interruption; default 9)")
     latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
                          help="scripted replies (pipeline only, the default) or the configured LLM")
-    latency.add_argument("--seed", type=int, default=1, help="random seed for the cue times")
+    latency.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="random seed for the cue times")
     latency.add_argument("--caller", default="",
                          help="the caller's voice, a clip-set voice (e.g. espeak-us, "
                               "espeak-rp-m3; see `bench stt`); default: the agent's voice")
@@ -95,7 +95,7 @@ def add_parser(commands: Any) -> None:
                         help="turns of the synthetic session (default 300)")
     memory.add_argument("--kills", type=int, default=5,
                         help="SIGKILLs of a real agent at random moments of a call (default 5)")
-    memory.add_argument("--seed", type=int, default=1, help="random seed for the kill times")
+    memory.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="random seed for the kill times")
     memory.add_argument("--json", type=Path, default=Path("bench-memory.json"),
                         help="results file (default: bench-memory.json)")
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal, TypedDict
 
 from edge_agent import __version__
+from edge_agent.bench.machine import cpu_model
 from edge_agent.config import SEARCH_PATHS, Config, load_config
 from edge_agent.errors import ConfigError, EdgeAgentError, ModelMissingError
 from edge_agent.printable import escape_controls
@@ -286,7 +287,7 @@ def _machine(context: Context, emit: Emit) -> None:
 
 
 def _cpu(machine: MachineRecord) -> CheckRecord:
-    model = _cpu_model()
+    model = cpu_model()
     cores = len(os.sched_getaffinity(0)) or 1  # the cores this process may use
     load = [round(x, 2) for x in os.getloadavg()]
     machine["cpu_model"], machine["cpu_cores"], machine["load_average"] = model, cores, load
@@ -296,18 +297,6 @@ def _cpu(machine: MachineRecord) -> CheckRecord:
         return check("cpu", "warn", detail + " (busier than its cores)",
                      "the agent answers slowly while this lasts: find what is busy (top)")
     return check("cpu", "ok", detail)
-
-
-def _cpu_model() -> str:
-    """x86 says "model name"; ARM boards (a Raspberry Pi) say "Model" or "Hardware"."""
-    found: dict[str, str] = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key, sep, value = line.partition(":")
-            if sep and value.strip():
-                found.setdefault(key.strip(), value.strip())
-    return next((found[k] for k in ("model name", "Model", "Hardware", "cpu model") if k in found),
-                platform.processor() or platform.machine() or "unknown CPU")
 
 
 def _ram(machine: MachineRecord) -> CheckRecord:
