@@ -18,8 +18,9 @@ from edge_agent.errors import ConfigError
 from edge_agent.jsonfile import json_text, write_json
 from edge_agent.memory.consolidate import consolidate
 from edge_agent.memory.context import KEY_NAMES
-from edge_agent.memory.store import MemoryStore
+from edge_agent.memory.store import MemoryStore, Row
 from edge_agent.printable import escape_controls
+from edge_agent.replay import EXIT_DIFFERS
 from edge_agent.session import session_record
 
 
@@ -38,6 +39,17 @@ def add_parsers(commands: Any) -> None:
     delete = actions.add_parser("delete", help="forget a session: its turns, units, events, "
                                                "summaries and the facts it gave")
     delete.add_argument("id")
+    replay = actions.add_parser(
+        "replay", help="play a recorded session again through the current code and config "
+                       "(virtual clock) and show which turn-taking decisions and heard texts "
+                       f"would differ (exit {EXIT_DIFFERS} if any)")
+    replay.add_argument("id", help="session id (or an unambiguous prefix)")
+    replay.add_argument("--json", type=Path, metavar="OUT",
+                        help="also write the comparison here (JSON)")
+    replay.add_argument("--echo-gain", type=float, default=0.0, metavar="G",
+                        help="the microphone hears the agent at this level (0-1; a demo's "
+                             "echo_gain, which the record does not keep; ignored with kept "
+                             "audio, which holds the echo the microphone heard)")
 
     memory = commands.add_parser("memory", help="facts, profiles and consolidation")
     memory_actions = memory.add_subparsers(dest="action", required=True)
@@ -55,11 +67,31 @@ def run(config: Config, args: argparse.Namespace) -> int:
         return 0
     store = MemoryStore.open(path)
     try:
+        if args.command == "sessions" and args.action == "replay":
+            return _replay(config, store, args)
         if args.command == "sessions":
             return _sessions(store, args)
         return _memory(store, args)
     finally:
         store.close()
+
+
+def _replay(config: Config, store: MemoryStore, args: argparse.Namespace) -> int:
+    from edge_agent.replay.report import run_replay  # loads the engines' modules
+
+    if not 0.0 <= args.echo_gain <= 1.0:
+        raise ConfigError("sessions replay", "--echo-gain",
+                          f"must be between 0 and 1 (got {args.echo_gain:g})")
+    return run_replay(config, store, str(_session(store, args.id)["id"]), args.json,
+                      args.echo_gain, lambda line: print(line, flush=True))
+
+
+def _session(store: MemoryStore, prefix: str) -> Row:
+    session = store.find_session(prefix)
+    if session is None:
+        raise ConfigError("sessions", prefix, "no such session (or the prefix matches several): "
+                          "`edge-agent sessions list` shows the ids")
+    return session
 
 
 def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -71,10 +103,7 @@ def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
                   f"{row['how']:10}{row['identity']}")
         print(f"{len(rows)} session(s) in {store.path}")
         return 0
-    session = store.find_session(args.id)
-    if session is None:
-        raise ConfigError("sessions", args.id, "no such session (or the prefix matches several): "
-                          "`edge-agent sessions list` shows the ids")
+    session = _session(store, args.id)
     session_id = session["id"]
     if args.action == "delete":
         store.delete_session(session_id)

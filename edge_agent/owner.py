@@ -1,4 +1,8 @@
-"""One owner thread per blocking resource (a model, a database); the loop never blocks on it."""
+"""One owner thread per blocking resource (a model, a database); the loop never blocks on it.
+
+`InlineOwner` is the other way: every call runs on the loop itself, for runs on a virtual clock
+(a replay, the tests), where engine work must take no virtual time and happen in a fixed order.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import threading
 from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
+
+from edge_agent.clock import Clock
 
 T = TypeVar("T")
 _END = object()
@@ -75,3 +81,38 @@ class OwnerThread:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class InlineOwner:
+    """Runs each call right on the loop's thread, between two loop turns, so that on a virtual
+    clock engine work takes no virtual time and a run is deterministic (no thread decides the
+    order). Blocks the loop while a call runs: for virtual-clock runs only, never a live agent.
+
+    `delay` (virtual seconds, with a `clock`) makes every call take that long, like a slow
+    engine.
+    """
+
+    def __init__(self, name: str, clock: Clock | None = None, delay: float = 0.0) -> None:
+        self.name = name
+        self._clock = clock
+        self._delay = delay
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._clock is not None and self._delay:
+            await self._clock.sleep(self._delay)
+        await asyncio.sleep(0)
+        return fn(*args)
+
+    async def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
+        items = make_items()
+        try:
+            for item in items:
+                await asyncio.sleep(0)
+                yield item
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def close(self) -> None:
+        pass

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from edge_agent.clock import VirtualClock
 from edge_agent.engines.base import (
     ChatMessage,
     RecognizedWord,
@@ -21,8 +18,8 @@ from edge_agent.engines.base import (
 )
 from edge_agent.heard.timings import WordTiming, tokenize
 from edge_agent.memory.summarizer import Summary, SummaryPreempted
+from edge_agent.owner import InlineOwner as InlineOwner  # re-exported: tests take it from here
 
-T = TypeVar("T")
 SPEECH_LEVEL = 8000
 
 
@@ -162,38 +159,6 @@ class FakeSpeech:
             position += self._word + self._gap
         pcm = (np.random.default_rng(len(text)).uniform(-1, 1, position) * 1000).astype(np.int16)
         return SpeechAudio(pcm.tobytes(), self.sample_rate, tuple(words))
-
-
-class InlineOwner:
-    """Runs 'blocking' fake calls right on the loop, so virtual time stays deterministic.
-
-    `delay` (virtual seconds) makes every call take that long, like a slow engine.
-    """
-
-    def __init__(self, name: str, clock: VirtualClock | None = None, delay: float = 0.0) -> None:
-        self.name = name
-        self._clock = clock
-        self._delay = delay
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._clock is not None and self._delay:
-            await self._clock.sleep(self._delay)
-        await asyncio.sleep(0)
-        return fn(*args)
-
-    async def stream(self, make_items: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
-        items = make_items()
-        try:
-            for item in items:
-                await asyncio.sleep(0)
-                yield item
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
-
-    def close(self) -> None:
-        pass
 
 
 class FakeSummarizer:

@@ -89,8 +89,10 @@ class Harness:
         self.writer: StoreWriter | None = None
         if self.db_path is not None:
             store = MemoryStore.open(self.db_path)
-            self.writer = StoreWriter(store, InlineOwner("store"), self.clock,
-                                      warn=lambda text: self.log.publish(Notice(text)))
+            def warn(text: str) -> None:
+                self.log.publish(Notice(text))
+
+            self.writer = StoreWriter(store, InlineOwner("store"), self.clock, warn=warn)
         self.memory = ConversationMemory(settings.memory, self.log, writer=self.writer,
                                          summarizer=self.summarizer, wall=self.wall)
         keeper = (AudioKeeper(self.memory, self.log, self.mic.sample_rate)

@@ -1,0 +1,237 @@
+"""What the recorded agent said and did, to be said and done again in the replay.
+
+The replay isolates turn-taking and heard truth from the model: the language model is the
+scripted one, answering each request with what the recorded model generated for it, and tools
+return their recorded results (a replay never books a table twice). The session starts as it
+did (greeted at start-up, opened by speech or by the wake phrase) with the recorded greeting.
+
+Which request produced which unit is not written anywhere; it is worked out from the events:
+a unit belongs to the user turn after which it started (one finalized right after a user turn
+was stopped by it, so it belongs to the turn before), a turn's requests are its hops, in
+order, and its units go to its hops in order. A hop that called a tool says something before
+the call only when there are more units than hops without a tool (llama.cpp's tool grammar
+lets a hop speak or call, the scripted model may do both).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from edge_agent.conversation.failures import FALLBACK_LINE
+from edge_agent.conversation.tools import Tool, Toolbox
+from edge_agent.engines.llm import ScriptedReply, ScriptedToolReply
+from edge_agent.replay.timeline import TimedEvent, Timeline
+
+SESSION_START = {"start-up": "immediate", "speech": "speech", "wake": "wake",
+                 "resumed": "immediate"}
+"""How the recorded session opened -> the replay's `[session] start`."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool call of the recording and what it returned."""
+
+    name: str
+    arguments: str
+    """The arguments as the model wrote them (JSON text)."""
+    result: str
+
+
+@dataclass(frozen=True)
+class AgentScript:
+    session_start: str
+    """"immediate", "speech" or "wake"."""
+    greeting: str
+    """What the agent said on its own at the start ("" for nothing)."""
+    replies: tuple[ScriptedReply, ...]
+    """One per model request, in order."""
+    tool_results: tuple[ToolResult, ...]
+    """Every tool call's recorded result, in order."""
+    notes: tuple[str, ...]
+    """What of the recording cannot be said again (shown with the report)."""
+
+
+def agent_script(requests: Sequence[Mapping[str, Any]], timeline: Timeline) -> AgentScript:
+    """The script of a session from its `llm_requests` and its events."""
+    notes: list[str] = []
+    events = list(timeline.events)
+    started = [e for e in events if e.type == "SessionStarted"]
+    how = str(started[0].data["how"]) if started else "start-up"
+    finals = {str(e.data["finalize"]["unit_id"]): e.data["finalize"]
+              for e in events if e.type == "UnitFinalized"}
+    failed = any(e.type == "ReplyFailed" for e in events)
+    by_turn: dict[Turn, list[Mapping[str, Any]]] = {}
+    for unit_id, turn in _unit_turns(events).items():
+        finalize = finals.get(unit_id)
+        if finalize is None:
+            continue
+        if failed and finalize["generated"] == FALLBACK_LINE:
+            notes.append(f"{unit_id} was the fallback line after an engine failure; failures "
+                         "are not replayed")
+            continue
+        by_turn.setdefault(turn, []).append(finalize)
+    greeting_units = [unit for turn in sorted(by_turn) if turn[1] == 0
+                      for unit in by_turn.pop(turn)]
+    greeting = str(greeting_units[0]["generated"]) if greeting_units else ""
+    runs = _run_numbers(events)
+    tools: dict[Turn, list[ToolResult]] = {}
+    for event in events:
+        if event.type == "ToolUsed":
+            call = event.data["call"]
+            tools.setdefault((runs[_run_id(event)], int(event.data["turn"])), []).append(
+                ToolResult(str(call["name"]), str(call["arguments"]), str(event.data["result"])))
+    answering = list(dict.fromkeys(runs[_run_id(e)] for e in events if e.type == "UserTurn"))
+    replies = _replies(_with_runs(requests, answering), by_turn, tools, notes)
+    for (run, number), units in sorted(by_turn.items()):
+        notes.append(f"turn {number}{_of_run(run)}: {len(units)} unit(s) with no model request "
+                     "to match; not said again")
+    results = tuple(result for key in sorted(tools) for result in tools[key])
+    return AgentScript(SESSION_START.get(how, "immediate"), greeting, tuple(replies), results,
+                       tuple(notes))
+
+
+Turn = tuple[int, int]
+"""(run, user turn): turns are numbered from 1 in each run of a session (0: the greeting)."""
+
+
+def _run_id(event: TimedEvent) -> str:
+    return str(event.data.get("run_id", ""))
+
+
+def _run_numbers(events: Sequence[TimedEvent]) -> dict[str, int]:
+    return {run_id: number for number, run_id in enumerate(dict.fromkeys(map(_run_id, events)))}
+
+
+def _of_run(run: int) -> str:
+    return f" of run {run + 1}" if run else ""
+
+
+def _with_runs(requests: Sequence[Mapping[str, Any]], answering: Sequence[int]
+               ) -> list[tuple[Turn, int]]:
+    """Each request's (run, turn) and hop. Requests do not name their run: a run's turns count
+    up from 1, so a turn lower than the one before, or a turn and hop seen already, starts the
+    next run that answered a turn."""
+    found: list[tuple[Turn, int]] = []
+    part, previous = 0, 0
+    seen: set[tuple[int, int]] = set()
+    for request in requests:
+        turn, hop = int(request["turn"]), int(request["hop"])
+        if turn < previous or (turn, hop) in seen:
+            part += 1
+            seen.clear()
+        previous = turn
+        seen.add((turn, hop))
+        run = answering[part] if part < len(answering) else part
+        found.append(((run, turn), hop))
+    return found
+
+
+def _replies(requests: Sequence[tuple[Turn, int]], units: dict[Turn, list[Mapping[str, Any]]],
+             tools: Mapping[Turn, list[ToolResult]], notes: list[str]) -> list[ScriptedReply]:
+    replies: list[ScriptedReply] = []
+    for turn in dict.fromkeys(turn for turn, _ in requests):
+        hops = len({hop for other, hop in requests if other == turn})
+        calls = tools.get(turn, [])
+        said = units.pop(turn, [])
+        where = f"turn {turn[1]}{_of_run(turn[0])}"
+        if len(calls) > hops:
+            notes.append(f"{where}: {len(calls)} tool calls in {hops} model request(s); "
+                         "only one per request is replayed")
+        if len(said) > hops:
+            notes.append(f"{where}: {len(said)} units from {hops} model request(s); the "
+                         "extra ones are not said again")
+        calling = {hop: calls[hop] for hop in range(min(len(calls), hops))}
+        # Units go to the hops without a tool call first, the latest first, kept in order.
+        speaking = sorted(sorted(range(hops), key=lambda h: (h in calling, -h))[:len(said)])
+        text = {hop: str(unit["generated"]) for hop, unit in zip(speaking, said, strict=False)}
+        for hop in range(hops):
+            call = calling.get(hop)
+            replies.append(text.get(hop, "") if call is None
+                           else ScriptedToolReply(call.name, call.arguments, text.get(hop, "")))
+    return replies
+
+
+def _unit_turns(events: Sequence[TimedEvent]) -> dict[str, Turn]:
+    """Each unit's turn (0: the greeting), in the order units appear."""
+    turns: dict[str, Turn] = {}
+    runs = _run_numbers(events)
+    run = answered = current = 0
+    stopping = False  # right after a user turn: units finalized now were stopped by it
+    for index, event in enumerate(events):
+        if runs[_run_id(event)] != run:
+            run, answered, current = runs[_run_id(event)], 0, 0
+        if event.type == "UserTurn":
+            if _answered(events, index):
+                answered += 1
+                current = answered
+                stopping = True
+            elif _greeted(events, index):
+                current = 0
+            continue
+        if event.type == "PlaybackStarted":
+            turns.setdefault(str(event.data["unit_id"]), (run, current))
+        elif event.type == "UnitFinalized":
+            unit_id = str(event.data["finalize"]["unit_id"])
+            turns.setdefault(unit_id, (run, max(0, current - 1) if stopping else current))
+            continue
+        stopping = False
+    return turns
+
+
+def _answered(events: Sequence[TimedEvent], index: int) -> bool:
+    """Whether the user turn at `index` was answered by the model (not a text said while no
+    session was open, nor the wake phrase alone, which the greeting answers)."""
+    following = events[index + 1] if index + 1 < len(events) else None
+    if following is None:
+        return True
+    if following.type == "Notice" and str(following.data["text"]).startswith("no session open"):
+        return False
+    return not _greeted(events, index)
+
+
+def _greeted(events: Sequence[TimedEvent], index: int) -> bool:
+    """The user turn at `index` was the wake phrase alone: a wake session opened and its
+    greeting started playing before any stage of an answer."""
+    following = events[index + 1] if index + 1 < len(events) else None
+    if following is None or following.type != "SessionStarted" or following.data["how"] != "wake":
+        return False
+    for event in events[index + 2:]:
+        if event.type in ("TurnStage", "UserTurn"):
+            return False
+        if event.type == "PlaybackStarted":
+            return True
+    return False
+
+
+def recorded_toolbox(results: Sequence[ToolResult]) -> Toolbox:
+    """Tools named as in the recording, each returning its recorded results in order (a call
+    past them is told so): nothing is run again, nothing is written."""
+    queues: dict[str, deque[str]] = {}
+    arguments: dict[str, set[str]] = {}
+    for result in results:
+        queues.setdefault(result.name, deque()).append(result.result)
+        arguments.setdefault(result.name, set()).update(_argument_names(result.arguments))
+
+    def returning(name: str) -> Tool:
+        def run(**_: object) -> str:
+            queue = queues[name]
+            return queue.popleft() if queue else (
+                f"error: the recording has no further result of {name}")
+
+        return Tool(name, f"{name}, as recorded",
+                    {"type": "object", "properties": {a: {} for a in sorted(arguments[name])}},
+                    run)
+
+    return Toolbox([returning(name) for name in queues])
+
+
+def _argument_names(arguments: str) -> list[str]:
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return []
+    return list(parsed) if isinstance(parsed, dict) else []

@@ -1,0 +1,138 @@
+"""A recording's events on the replay's timeline, frame for frame.
+
+The loop hears the microphone in 32 ms frames: audio said at any moment is heard from the start
+of the frame it falls in, and every decision is taken at a frame's end. For a replay to hear the
+caller exactly as the recording did, each recorded moment must land at the same place relative
+to the frames. The recording never wrote down when its microphone started, but its speech
+events say it: `UserSpeechEnded` is published at a frame's end with `audio_time` = the audio
+heard so far, so `at - audio_time` is the microphone's start (plus how late the loop was, never
+less: the smallest is taken). Each run of a session (a restart resumes it) has its own clock
+and grid; runs are laid one after the other, a frame-aligned gap between them.
+
+On the replay's timeline the microphone starts at 0 and a frame ends at every multiple of
+`FRAME_SECONDS`, as the replay's own virtual microphone does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FRAME_SECONDS = 512 / 16000
+"""The microphone frame the loop takes (512 samples at 16 kHz)."""
+RUN_GAP_S = 2.0
+"""Silence put between two runs of a session on the replay's timeline."""
+
+
+@dataclass(frozen=True)
+class TimedEvent:
+    """A recorded event placed on the replay's timeline."""
+
+    t: float
+    """Seconds on the replay's timeline (its microphone started at 0)."""
+    type: str
+    """The event's type ("UserTurn", "PlaybackStarted", ...)."""
+    data: Mapping[str, Any]
+    """The event as recorded (its `at` is on its own run's clock)."""
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """Where one run of the session lies on the replay's timeline."""
+
+    run_id: str
+    """The run ("" for events recorded before runs were named)."""
+    mic_start: float
+    """When the run's microphone started, on the run's clock."""
+    base: float
+    """Where that moment lies on the replay's timeline (a frame boundary)."""
+    pinned: bool
+    """True when speech events pinned the microphone's start down; False: assumed at 0."""
+
+    def to_replay(self, at: float) -> float:
+        return self.base + at - self.mic_start
+
+
+@dataclass(frozen=True)
+class Timeline:
+    events: tuple[TimedEvent, ...]
+    """Every event of the record, in order, on the replay's timeline."""
+    runs: tuple[RunClock, ...]
+    """The session's runs, in order."""
+    onset_frames: int
+    """Frames of speech the recording's VAD needed before an onset (its `min_speech_ms`)."""
+
+    def to_replay(self, run_id: str, at: float) -> float:
+        """A moment `at` of run `run_id`'s clock on the replay's timeline."""
+        for run in self.runs:
+            if run.run_id == run_id:
+                return run.to_replay(at)
+        return self.runs[0].to_replay(at) if self.runs else at
+
+    def of_type(self, *types: str) -> list[TimedEvent]:
+        return [event for event in self.events if event.type in types]
+
+    @property
+    def end(self) -> float:
+        """The last event's time (0 for none)."""
+        return max((event.t for event in self.events), default=0.0)
+
+
+def build_timeline(events: Sequence[Mapping[str, Any]], onset_frames: int) -> Timeline:
+    """`events` (a session record's, in order) on the replay's timeline. `onset_frames` (the
+    configured VAD onset, in frames) is used only when the record shows none of its own."""
+    by_run: dict[str, list[Mapping[str, Any]]] = {}
+    for event in events:
+        by_run.setdefault(str(event.get("run_id", "")), []).append(event)
+    runs: list[RunClock] = []
+    seen: Counter[int] = Counter()
+    base = 0.0
+    for run_id, run_events in by_run.items():
+        mic_start, pinned = _mic_start(run_events, onset_frames)
+        run = RunClock(run_id, mic_start, base, pinned)
+        runs.append(run)
+        seen.update(round((float(e["at"]) - mic_start - float(e["audio_time"])) / FRAME_SECONDS)
+                    for e in run_events if e["type"] == "UserSpeechStarted")
+        last = max((run.to_replay(float(e["at"])) for e in run_events), default=base)
+        base = frame_ceil(last + RUN_GAP_S)
+    clocks = {run.run_id: run for run in runs}
+    timed = tuple(TimedEvent(clocks[str(e.get("run_id", ""))].to_replay(float(e["at"])),
+                             str(e["type"]), e) for e in events)
+    # The frames between a speech onset and its event, as most onsets of the record show.
+    return Timeline(timed, tuple(runs), seen.most_common(1)[0][0] if seen else onset_frames)
+
+
+def _mic_start(events: Sequence[Mapping[str, Any]], onset_frames: int) -> tuple[float, bool]:
+    ends = [float(e["at"]) - float(e["audio_time"]) for e in events
+            if e["type"] == "UserSpeechEnded"]
+    if ends:
+        return min(ends), True
+    # An onset is published `onset_frames` frames after the speech began (`audio_time`).
+    starts = [float(e["at"]) - float(e["audio_time"]) - onset_frames * FRAME_SECONDS
+              for e in events if e["type"] == "UserSpeechStarted"]
+    if starts:
+        return min(starts), True
+    return 0.0, False
+
+
+def frame_floor(t: float) -> float:
+    """The start of the frame that audio said at `t` is heard in."""
+    return math.floor(t / FRAME_SECONDS + 1e-9) * FRAME_SECONDS
+
+
+def frame_ceil(t: float) -> float:
+    """The first frame boundary at or after `t`."""
+    return math.ceil(t / FRAME_SECONDS - 1e-9) * FRAME_SECONDS
+
+
+def frame_round(t: float) -> float:
+    """The frame boundary nearest to `t`."""
+    return round(t / FRAME_SECONDS) * FRAME_SECONDS
+
+
+def frames_of(samples: int, rate: int) -> int:
+    """Frames the microphone takes to hand out `samples` samples."""
+    return math.ceil(samples / (FRAME_SECONDS * rate) - 1e-9)
