@@ -53,7 +53,9 @@ def test_onset(pause: bool, echo: float, expected: Onset) -> None:
     (200, None, True),    # first look
     (250, 200, False),    # asked 50 ms ago
     (296, 200, True),     # recheck_ms (96) later
-    (2600, 2580, True),   # long enough to force: always
+    (2510, 2480, True),   # just long enough to force: at once
+    (2600, 2510, False),  # past it (an echo is kept waiting): every recheck_ms again,
+    (2606, 2510, True),   # not on every frame
 ])
 def test_when_to_ask_the_recognizer(speech_ms: float, asked_at: float | None,
                                     expected: bool) -> None:

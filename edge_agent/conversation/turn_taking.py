@@ -109,12 +109,16 @@ class TurnTaking:
     def wants_words(self, speech_ms: float, words_at_ms: float | None) -> bool:
         """Whether to ask the recognizer for the words now (its last answer was for
         `words_at_ms` of speech, None if never asked): not before `barge_in_min_ms`, then every
-        `recheck_ms`, and always once the speech is long enough to force a barge-in."""
-        if speech_ms < self.rules.barge_in_min_ms:
+        `recheck_ms`, and at once when the speech becomes long enough to force a barge-in. Past
+        that, still every `recheck_ms`: speech that long is only kept waiting by being the
+        agent's echo, and each ask transcribes the whole overlap again (asked on every frame,
+        a long echo made the loop fall seconds behind the microphone)."""
+        rules = self.rules
+        if speech_ms < rules.barge_in_min_ms:
             return False
-        if speech_ms >= self.rules.barge_in_force_ms or words_at_ms is None:
+        if words_at_ms is None or (speech_ms >= rules.barge_in_force_ms > words_at_ms):
             return True
-        return speech_ms - words_at_ms >= self.rules.recheck_ms
+        return speech_ms - words_at_ms >= rules.recheck_ms
 
     def during(self, evidence: OverlapEvidence) -> Judgement:
         """The overlap goes on: barge in now, or wait for more."""
