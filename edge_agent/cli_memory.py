@@ -63,6 +63,10 @@ def add_parsers(commands: Any) -> None:
 def run(config: Config, args: argparse.Namespace) -> int:
     path = config.db_path
     if not path.exists():
+        session_id = getattr(args, "id", None)
+        if session_id is not None:  # a session was named: that it is not there is an error
+            raise ConfigError(str(path), session_id, "no memory database here yet, so no such "
+                              "session: check the config's data_dir")
         print(f"no memory database yet at {path} (the agent creates it on its first run)")
         return 0
     store = MemoryStore.open(path)

@@ -89,6 +89,9 @@ def test_without_a_database_the_commands_say_so(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-c", str(_config(tmp_path)), "sessions", "list"]) == 0
     assert "no memory database yet" in capsys.readouterr().out
+    for action in ("show", "export", "delete", "replay"):  # a named session is not there
+        assert main(["-c", str(_config(tmp_path)), "sessions", action, "4e4a2d"]) == 2
+        assert "no memory database here yet, so no such session" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
 
 

@@ -24,6 +24,21 @@ and their pieces are then cut further. Slower speech makes longer audio per phon
 bound shrinks by the length scale."""
 
 
+REPEATABLE_SEED = 20261201
+"""onnxruntime's random seed for runs that must repeat (a demo, a replay): Piper draws noise
+for every synthesis, so the same sentence comes out differently each time unless the process
+seeds it before the voice loads. A demo's caller lines are then the same audio in every run
+and in a replay of it."""
+
+
+def make_voice_repeatable() -> None:
+    """Seed onnxruntime (before the voice loads): this process synthesizes the same sentences,
+    in the same order, as the same audio every time."""
+    import onnxruntime
+
+    onnxruntime.set_seed(REPEATABLE_SEED)
+
+
 class PiperSpeech:
     """Piper (piper-tts >= 1.5) voice loaded with alignments; synthesizes one clause at a time.
 

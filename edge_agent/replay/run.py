@@ -27,6 +27,7 @@ from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.conversation.backchannel import load_classifier
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.engines.llm import ScriptedLanguageModel
+from edge_agent.engines.tts import make_voice_repeatable
 from edge_agent.events import EventLog, Notice
 from edge_agent.memory.kept_audio import AGENT, CALLER, AudioClip
 from edge_agent.owner import InlineOwner, Owner
@@ -47,9 +48,6 @@ OVERTIME_S = 60.0
 SETTLE_TURNS = 100
 """Loop turns given to the work a frame triggers before the clock moves on (the loop must
 never fall behind the microphone, as a real one keeps up with real time)."""
-VOICE_SEED = 20261201
-"""onnxruntime's random seed in a replay: Piper's noise, hence the caller lines it speaks
-again, is the same on every replay of a session."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +76,7 @@ async def replay_session(config: Config, record: Mapping[str, Any], clips: Seque
     demo's `echo_gain`, which the record does not keep)."""
     began = time.monotonic()
     printer(f"replaying session {record['session_id']}: loading models...")
-    import onnxruntime  # its seed makes the voice's noise repeatable; set before it loads
-
-    onnxruntime.set_seed(VOICE_SEED)
+    make_voice_repeatable()  # a demo's caller lines come out as they did in the demo
     # The language model is the scripted one (`replay_with` gives it the recorded replies):
     # nothing of the configured model is loaded.
     engines, _ = await asyncio.to_thread(build_engines, config, ())
@@ -186,11 +182,15 @@ async def _drive(talk: Conversation, caller: ReplayCaller, clock: VirtualClock, 
 def _notes(timeline: Timeline, caller: ReplayCaller, speech: RecordedSpeech, log: EventLog,
            source: str, echo_gain: float) -> list[str]:
     notes = []
-    if source != "kept clips":
+    if source == "call lines":
+        notes.append("the caller's audio is the call lines spoken again by the seeded voice, "
+                     "as the demo spoke them: the same sound unless the voice or edge-agent "
+                     "changed since (record with [memory] keep_audio = true to keep the sound)")
+    elif source != "kept clips":
         notes.append(f"the caller's audio is the {source} spoken again by the voice, not the "
-                     "recorded sound (Piper's voice varies from one synthesis to the next): "
-                     "differences can come from that; record with [memory] keep_audio = true "
-                     "for an exact replay")
+                     "recorded sound (a synthesized voice, not the caller's): differences can "
+                     "come from that; record with [memory] keep_audio = true for an exact "
+                     "replay")
     if any(not run.pinned for run in timeline.runs):
         notes.append("a run with no speech ending in it: its frames could not be lined up")
     if len(timeline.runs) > 1:

@@ -6,13 +6,15 @@ Three sources, the best one the recording has:
   from its pre-roll; said again sample for sample, starting in the frame it started in (its
   onset event says which). Exact: the replay hears what the agent heard.
 - **call lines** (a demo: `CallerSpoke` events): each line's text spoken again by the voice,
-  from the frame the line's audio began in.
+  from the frame the line's audio began in. A demo seeds the voice (`make_voice_repeatable`)
+  and says its lines first, as a replay does: with the same voice and edge-agent, the lines
+  come out as the same audio, and the replay is exact too.
 - **transcripts** (a live session without kept audio): what the recognizer heard of each
   segment, spoken by the voice so that its speech begins where the recorded onset was.
 
-Spoken again, a line is not the recorded sound: Piper's voice differs a little on every
-synthesis, and the recognizer may hear other words in it ("Four people" / "For people").
-Only kept clips make a replay exact.
+Otherwise a line spoken again is not the recorded sound: Piper's voice draws noise on every
+synthesis, and the recognizer may hear other words in it ("Four people" / "For people"). A live
+session is only replayed exactly from kept clips.
 """
 
 from __future__ import annotations
