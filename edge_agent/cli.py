@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import signal
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent import __version__
+from edge_agent.cli_args import seconds
 from edge_agent.cli_bench import add_parser as add_bench_parser
 from edge_agent.cli_bench import run as run_bench_command
 from edge_agent.cli_doctor import add_parser as add_doctor_parser
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="the live agent on the microphone and speaker")
     run.add_argument("--json", type=Path, help="write the session record here on exit")
-    run.add_argument("--duration", type=_seconds, help="stop after this many seconds")
+    run.add_argument("--duration", type=seconds, help="stop after this many seconds")
     run.add_argument("--audio-dir", type=Path,
                      help="write each unit's audio, as far as it was played, to DIR/<unit_id>.wav")
 
@@ -201,16 +201,6 @@ def _run(config: Config, args: argparse.Namespace) -> int:
         record = asyncio.run(live())
     _write_record(dict(record), args.json)
     return 0
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
-    return value
 
 
 def _models(config: Config, args: argparse.Namespace) -> int:

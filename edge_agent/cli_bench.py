@@ -11,12 +11,12 @@ stderr and the table on stdout; exit status 1 when a part failed (skipped parts 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edge_agent.cli_args import positive_int, seconds
 from edge_agent.config import Config
 from edge_agent.jsonfile import write_json
 
@@ -41,9 +41,9 @@ def add_parser(commands: Any) -> None:
     engines = benchmarks.add_parser(
         "engines", help="each engine alone: load time, the voice's and the recognizer's "
                         "real-time factors, the LLM's first token and tokens/s")
-    engines.add_argument("--sentences", type=_positive_int, default=12,
+    engines.add_argument("--sentences", type=positive_int, default=12,
                          help="sentences through the voice and the recognizer (default 12)")
-    engines.add_argument("--prompts", type=_positive_int, default=6,
+    engines.add_argument("--prompts", type=positive_int, default=6,
                          help="questions to the LLM (default 6)")
     engines.add_argument("--json", type=Path, default=Path("bench-engines.json"),
                          help="results file (default: bench-engines.json)")
@@ -51,7 +51,7 @@ def add_parser(commands: Any) -> None:
     heard = benchmarks.add_parser(
         "heard", help="played position and heard words against the recorded output "
                       "(starts a private PulseAudio server)")
-    heard.add_argument("--runs", type=_positive_int, default=50, help="barge-ins (default 50)")
+    heard.add_argument("--runs", type=positive_int, default=50, help="barge-ins (default 50)")
     heard.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="random seed for the cut times")
     heard.add_argument("--json", type=Path, default=Path("bench-heard.json"),
                        help="results file (default: bench-heard.json)")
@@ -59,7 +59,7 @@ def add_parser(commands: Any) -> None:
     latency = benchmarks.add_parser(
         "latency", help="answer gap, stop and barge-in latency and false interruptions, from "
                         "the recorded audio of the live agent on a private PulseAudio server")
-    latency.add_argument("--exchanges", type=_positive_int, default=9,
+    latency.add_argument("--exchanges", type=positive_int, default=9,
                          help="questions asked (each followed by a backchannel or, every third, "
                               "an interruption; default 9)")
     latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
@@ -91,7 +91,7 @@ def add_parser(commands: Any) -> None:
     memory = benchmarks.add_parser(
         "memory", help="prompt assembly and first token at turns 5/100/300, commit cost, "
                        "restart with the saved prefix state, and SIGKILL durability")
-    memory.add_argument("--turns", type=_positive_int, default=300,
+    memory.add_argument("--turns", type=positive_int, default=300,
                         help="turns of the synthetic session (default 300)")
     memory.add_argument("--kills", type=int, default=5,
                         help="SIGKILLs of a real agent at random moments of a call (default 5)")
@@ -103,7 +103,7 @@ def add_parser(commands: Any) -> None:
         "service", help="the agent as a service: start to READY, idle CPU and RSS, watchdog "
                         "pings, recovery after the microphone and the speaker return "
                         "(private PulseAudio)")
-    service.add_argument("--idle", type=_seconds, default=20.0,
+    service.add_argument("--idle", type=seconds, default=20.0,
                          help="seconds the idle agent is watched (default 20)")
     service.add_argument("--json", type=Path, default=Path("bench-service.json"),
                          help="results file (default: bench-service.json)")
@@ -211,20 +211,3 @@ def _service(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], 
           f"{args.idle:.0f} s, then its microphone and speaker pulled and given back", flush=True)
     result = service_part(_workbench(config), args.idle, devices=True)
     return result, table(result)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value

@@ -17,8 +17,13 @@ def json_text(data: dict[str, Any]) -> str:
 
 
 def write_json(data: dict[str, Any], path: Path) -> None:
-    """Write `data` to `path` whole or not at all (a private temporary file renamed over it:
-    records hold transcripts, so the file is readable by its owner only)."""
+    """Write `data` to `path` whole or not at all (see `write_private`)."""
+    write_private(json_text(data), path)
+
+
+def write_private(text: str, path: Path) -> None:
+    """Write `text` to `path` whole or not at all: a private temporary file renamed over it
+    (records and pages hold transcripts, so the file is readable by its owner only)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -26,7 +31,7 @@ def write_json(data: dict[str, Any], path: Path) -> None:
         raise OutputError(path, exc) from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json_text(data))
+            out.write(text)
         os.replace(temporary, path)
     except OSError as exc:
         Path(temporary).unlink(missing_ok=True)

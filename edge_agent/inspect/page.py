@@ -12,17 +12,15 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
-import os
-import tempfile
 from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from edge_agent.errors import OutputError
 from edge_agent.inspect.layout import Strip, strips
 from edge_agent.inspect.model import RunView, Timeline, TurnRow, UnitView
 from edge_agent.inspect.strip import Items, strip_svg
+from edge_agent.jsonfile import write_private
 
 _STAGE_COLUMNS = (("turn_end", "end detected"), ("transcript", "transcript"),
                   ("first_token", "first token"), ("first_audio", "first audio"))
@@ -47,18 +45,7 @@ def render_page(timeline: Timeline) -> str:
 def write_page(text: str, path: Path) -> None:
     """Write the page whole or not at all, readable by its owner only (it holds
     transcripts)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    except OSError as exc:
-        raise OutputError(path, exc) from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise OutputError(path, exc) from None
+    write_private(text, path)
 
 
 def _header(timeline: Timeline) -> str:
