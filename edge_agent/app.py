@@ -4,7 +4,7 @@ parts (`edge_agent.runner` runs what is built here)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +30,7 @@ from edge_agent.engines.llm import (
 )
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
-from edge_agent.engines.tts import PiperSpeech
+from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable
 from edge_agent.engines.vad import SileroVad
 from edge_agent.errors import ConfigError, ModelFileError
 from edge_agent.events import EventLog, Notice
@@ -71,8 +71,13 @@ def _scripted_llm(config: Config, replies: Sequence[ScriptedReply] | None
 
 
 def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None,
-                  catalog: Catalog | None = None) -> tuple[Engines, dict[str, str]]:
-    """Load every engine the config names (blocking: seconds). `replies` scripts the LLM."""
+                  catalog: Catalog | None = None, repeatable: bool = False
+                  ) -> tuple[Engines, dict[str, str]]:
+    """Load every engine the config names (blocking: seconds). `replies` scripts the LLM.
+    `repeatable`: the voice says the same sentences, in the same order, as the same audio in
+    every run (a demo, a replay: see `make_voice_repeatable`)."""
+    if repeatable:
+        make_voice_repeatable()
     catalog = catalog or load_catalog(config.models_dir)
     scripted = _scripted_llm(config, replies)
     paths = resolve_models(config, catalog, with_llm=scripted is None)
@@ -196,23 +201,28 @@ class ConversationParts:
 
 
 def conversation_parts(config: Config, greeting: str | None = None,
-                       db_path: Path | None = None) -> ConversationParts:
+                       db_path: Path | None = None, tools: Toolbox | None = None
+                       ) -> ConversationParts:
     """The loop's settings, classifier, echo filter and tools (writing to `db_path`, else the
-    config's database), built before any model loads: a bad plugin fails at once (exit 2)."""
+    config's database; or `tools`, e.g. a replay's recorded results), built before any model
+    loads: a bad plugin fails at once (exit 2)."""
     return ConversationParts(
         settings=conversation_settings(config, greeting),
         classifier=load_classifier(config.turns.backchannel_classifier, config.source),
         echo=EchoFilter(min_match=config.turns.echo_min_match),
-        tools=load_tools(config.tools.enabled, db_path or config.db_path, config.source),
+        tools=tools if tools is not None else load_tools(
+            config.tools.enabled, db_path or config.db_path, config.source),
     )
 
 
 def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,
                        speaker: Speaker, engines: Engines, log: EventLog,
                        memory: ConversationMemory | None = None,
-                       unit_audio: UnitAudioWriter | None = None) -> Conversation:
+                       unit_audio: UnitAudioWriter | None = None,
+                       owner: Callable[[str], Owner] = OwnerThread) -> Conversation:
     """The loop with its parts around it. With `[memory] keep_audio` (and a memory database),
-    the caller's speech and the played units are kept in it too."""
+    the caller's speech and the played units are kept in it too. `owner`: where the engines'
+    blocking calls run (their own threads; inline on the loop for a virtual-clock replay)."""
     tools = parts.tools
     if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
         missing = ", ".join(sorted(engines.llm.tool_names - tools.names))
@@ -224,8 +234,8 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
     sinks: list[UnitAudioSink] = [sink for sink in (unit_audio, keeper) if sink is not None]
     return Conversation(
         mic=mic, speaker=speaker, engines=engines, log=log,
-        unit_audio=sinks[0] if len(sinks) == 1 else UnitAudioSinks(sinks) if sinks else None,
-        caller_audio=keeper, memory=memory, settings=parts.settings,
+        unit_audio=UnitAudioSinks(sinks) if sinks else None,
+        caller_audio=keeper, memory=memory, settings=parts.settings, owner=owner,
         classifier=parts.classifier, echo=parts.echo, tools=tools)
 
 

@@ -38,75 +38,76 @@ def add_parser(commands: Any) -> None:
     bench.add_argument("--json", type=Path, default=Path("bench.json"),
                        help="results file (default: bench.json)")
     benchmarks = bench.add_subparsers(dest="benchmark", required=False, metavar="PART")
-    engines = benchmarks.add_parser(
-        "engines", help="each engine alone: load time, the voice's and the recognizer's "
-                        "real-time factors, the LLM's first token and tokens/s")
+    engines = _part_parser(
+        benchmarks, "engines", "each engine alone: load time, the voice's and the recognizer's "
+                               "real-time factors, the LLM's first token and tokens/s")
     engines.add_argument("--sentences", type=positive_int, default=12,
                          help="sentences through the voice and the recognizer (default 12)")
     engines.add_argument("--prompts", type=positive_int, default=6,
                          help="questions to the LLM (default 6)")
-    engines.add_argument("--json", type=Path, default=Path("bench-engines.json"),
-                         help="results file (default: bench-engines.json)")
 
-    heard = benchmarks.add_parser(
-        "heard", help="played position and heard words against the recorded output "
-                      "(starts a private PulseAudio server)")
+    heard = _part_parser(
+        benchmarks, "heard", "played position and heard words against the recorded output "
+                             "(starts a private PulseAudio server)",
+        seed_help="random seed for the cut times")
     heard.add_argument("--runs", type=positive_int, default=50, help="barge-ins (default 50)")
-    heard.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="random seed for the cut times")
-    heard.add_argument("--json", type=Path, default=Path("bench-heard.json"),
-                       help="results file (default: bench-heard.json)")
 
-    latency = benchmarks.add_parser(
-        "latency", help="answer gap, stop and barge-in latency and false interruptions, from "
-                        "the recorded audio of the live agent on a private PulseAudio server")
+    latency = _part_parser(
+        benchmarks, "latency", "answer gap, stop and barge-in latency and false interruptions, "
+                               "from the recorded audio of the live agent on a private "
+                               "PulseAudio server", seed_help="random seed for the cue times")
     latency.add_argument("--exchanges", type=positive_int, default=9,
                          help="questions asked (each followed by a backchannel or, every third, "
                               "an interruption; default 9)")
     latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
                          help="scripted replies (pipeline only, the default) or the configured LLM")
-    latency.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="random seed for the cue times")
     latency.add_argument("--caller", default="",
                          help="the caller's voice, a clip-set voice (e.g. espeak-us, "
                               "espeak-rp-m3; see `bench stt`); default: the agent's voice")
-    latency.add_argument("--json", type=Path, default=Path("bench-latency.json"),
-                         help="results file (default: bench-latency.json)")
 
-    corpus = benchmarks.add_parser(
-        "backchannel", help="the backchannel classifier on a corpus of Piper-spoken clips through "
-                            "the configured recognizer: accuracy and false interruptions")
+    corpus = _part_parser(
+        benchmarks, "backchannel", "the backchannel classifier on a corpus of Piper-spoken "
+                                   "clips through the configured recognizer: accuracy and "
+                                   "false interruptions")
     corpus.add_argument("--corpus", type=Path, help="corpus file (default: the built-in one)")
-    corpus.add_argument("--json", type=Path, default=Path("bench-backchannel.json"),
-                        help="results file (default: bench-backchannel.json)")
 
-    stt = benchmarks.add_parser(
-        "stt", help="word error rate and speed of each recognizer on a clip set of espeak-ng and "
-                    "Piper voices, clean, in noise, in babble and in a room")
-    stt.add_argument("--quick", action="store_true", help="every fourth clip (24 of 96)")
+    stt = _part_parser(
+        benchmarks, "stt", "word error rate and speed of each recognizer on a clip set of "
+                           "espeak-ng and Piper voices, clean, in noise, in babble and in a room")
+    # SUPPRESS: else the subcommand's default (False) would undo `bench --quick stt`.
+    stt.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
+                     help="every fourth clip (24 of 96)")
     stt.add_argument("--engines", default="moonshine,pocketsphinx",
                      help="comma-separated recognizers (moonshine, pocketsphinx, vosk: vosk "
                           "needs [stt] vosk_model); default: moonshine,pocketsphinx")
-    stt.add_argument("--json", type=Path, default=Path("bench-stt.json"),
-                     help="results file (default: bench-stt.json)")
 
-    memory = benchmarks.add_parser(
-        "memory", help="prompt assembly and first token at turns 5/100/300, commit cost, "
-                       "restart with the saved prefix state, and SIGKILL durability")
+    memory = _part_parser(
+        benchmarks, "memory", "prompt assembly and first token at turns 5/100/300, commit "
+                              "cost, restart with the saved prefix state, and SIGKILL "
+                              "durability", seed_help="random seed for the kill times")
     memory.add_argument("--turns", type=positive_int, default=300,
                         help="turns of the synthetic session (default 300)")
     memory.add_argument("--kills", type=int, default=5,
                         help="SIGKILLs of a real agent at random moments of a call (default 5)")
-    memory.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="random seed for the kill times")
-    memory.add_argument("--json", type=Path, default=Path("bench-memory.json"),
-                        help="results file (default: bench-memory.json)")
 
-    service = benchmarks.add_parser(
-        "service", help="the agent as a service: start to READY, idle CPU and RSS, watchdog "
-                        "pings, recovery after the microphone and the speaker return "
-                        "(private PulseAudio)")
+    service = _part_parser(
+        benchmarks, "service", "the agent as a service: start to READY, idle CPU and RSS, "
+                               "watchdog pings, recovery after the microphone and the speaker "
+                               "return (private PulseAudio)")
     service.add_argument("--idle", type=seconds, default=20.0,
                          help="seconds the idle agent is watched (default 20)")
-    service.add_argument("--json", type=Path, default=Path("bench-service.json"),
-                         help="results file (default: bench-service.json)")
+
+
+def _part_parser(benchmarks: Any, name: str, what: str, seed_help: str = ""
+                 ) -> argparse.ArgumentParser:
+    """`bench NAME`, with what every part's subcommand takes: `--json` (bench-NAME.json) and,
+    for a part that draws random times, `--seed` (default: `bench --seed`'s)."""
+    parser: argparse.ArgumentParser = benchmarks.add_parser(name, help=what)
+    parser.add_argument("--json", type=Path, default=Path(f"bench-{name}.json"),
+                        help=f"results file (default: bench-{name}.json)")
+    if seed_help:
+        parser.add_argument("--seed", type=int, default=argparse.SUPPRESS, help=seed_help)
+    return parser
 
 
 def run(config: Config, args: argparse.Namespace) -> int:

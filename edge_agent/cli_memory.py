@@ -18,10 +18,10 @@ from edge_agent.errors import ConfigError
 from edge_agent.jsonfile import json_text, write_json
 from edge_agent.memory.consolidate import consolidate
 from edge_agent.memory.context import KEY_NAMES
-from edge_agent.memory.store import MemoryStore, Row
+from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
 from edge_agent.replay import EXIT_DIFFERS
-from edge_agent.session import session_record
+from edge_agent.session import named_session, require_database, session_record
 
 
 def add_parsers(commands: Any) -> None:
@@ -64,9 +64,8 @@ def run(config: Config, args: argparse.Namespace) -> int:
     path = config.db_path
     if not path.exists():
         session_id = getattr(args, "id", None)
-        if session_id is not None:  # a session was named: that it is not there is an error
-            raise ConfigError(str(path), session_id, "no memory database here yet, so no such "
-                              "session: check the config's data_dir")
+        if session_id is not None:
+            require_database(path, session_id)
         print(f"no memory database yet at {path} (the agent creates it on its first run)")
         return 0
     store = MemoryStore.open(path)
@@ -86,16 +85,8 @@ def _replay(config: Config, store: MemoryStore, args: argparse.Namespace) -> int
     if not 0.0 <= args.echo_gain <= 1.0:
         raise ConfigError("sessions replay", "--echo-gain",
                           f"must be between 0 and 1 (got {args.echo_gain:g})")
-    return run_replay(config, store, str(_session(store, args.id)["id"]), args.json,
+    return run_replay(config, store, str(named_session(store, args.id)["id"]), args.json,
                       args.echo_gain, lambda line: print(line, flush=True))
-
-
-def _session(store: MemoryStore, prefix: str) -> Row:
-    session = store.find_session(prefix)
-    if session is None:
-        raise ConfigError("sessions", prefix, "no such session (or the prefix matches several): "
-                          "`edge-agent sessions list` shows the ids")
-    return session
 
 
 def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -107,7 +98,7 @@ def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
                   f"{row['how']:10}{row['identity']}")
         print(f"{len(rows)} session(s) in {store.path}")
         return 0
-    session = _session(store, args.id)
+    session = named_session(store, args.id)
     session_id = session["id"]
     if args.action == "delete":
         store.delete_session(session_id)

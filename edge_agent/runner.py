@@ -33,7 +33,6 @@ from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
-from edge_agent.engines.tts import make_voice_repeatable
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
 from edge_agent.service.journal import session_line, session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
@@ -112,8 +111,9 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     with tempfile.TemporaryDirectory(prefix="edge-agent-demo-") as private:
         db_path = db_path or Path(private) / "edge-agent.db"
         parts = conversation_parts(config, call.greeting, db_path)
-        make_voice_repeatable()  # the caller's lines: the same audio in every run of the call
-        engines, names = await asyncio.to_thread(build_engines, config, call.replies)
+        # repeatable: the caller's lines are the same audio in every run of the call
+        engines, names = await asyncio.to_thread(
+            lambda: build_engines(config, call.replies, repeatable=True))
         summarizer = await asyncio.to_thread(
             build_summarizer, config, engines.llm)
         speaker = VirtualSpeaker(clock, engines.tts.sample_rate)

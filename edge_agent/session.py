@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
+from edge_agent.errors import ConfigError
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.store import MemoryStore, Row
 
@@ -121,3 +123,19 @@ def _turn_record(row: Row) -> TurnRecord:
         return {"role": "assistant", "text": row["heard"], "generated": generated,
                 "unit_id": row["unit_id"], "interrupted": row["heard"] != generated}
     return {"role": row["role"], "text": row["heard"]}
+
+
+def require_database(db_path: Path, session_id: str) -> None:
+    """A session was named: that there is no database yet is an error (exit 2)."""
+    if not db_path.exists():
+        raise ConfigError(str(db_path), session_id, "no memory database here yet, so no such "
+                          "session: check the config's data_dir")
+
+
+def named_session(store: MemoryStore, prefix: str) -> Row:
+    """The session `prefix` names (its id or an unambiguous prefix of it)."""
+    session = store.find_session(prefix)
+    if session is None:
+        raise ConfigError("sessions", prefix, "no such session (or the prefix matches several): "
+                          "`edge-agent sessions list` shows the ids")
+    return session

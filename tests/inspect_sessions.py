@@ -3,6 +3,8 @@ the order it publishes them), for `edge-agent inspect`'s tests."""
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +14,13 @@ WORD_MS, WORD_GAP_MS = 250, 50
 """Each word of a built unit lasts 250 ms, with 50 ms before the next."""
 MIC_LAG = 0.03
 """How far the events' clock runs after the microphone's audio time."""
+
+
+def tone(seconds: float, rate: int, amplitude: float) -> bytes:
+    """`seconds` of a sine at `amplitude` (0-1) of full scale, as int16 PCM."""
+    count = round(seconds * rate)
+    return struct.pack(f"<{count}h", *(round(amplitude * 32767 * math.sin(i / 5))
+                                       for i in range(count)))
 
 
 def words_of(text: str) -> list[WordRecord]:
@@ -74,7 +83,7 @@ class SessionBuilder:
     def caller(self, text: str, start: float, length: float, silence_ms: int = 300) -> float:
         """Caller speech from `start` for `length` s, answered: the events up to the answer's
         first audio; returns the time the answer starts playing."""
-        spoken_end = self.speech(start, length, silence_ms)
+        spoken_end = self.speech(start, length)
         self.answered += 1
         turn = self.answered
         for stage, after in (("transcript", 0.25), ("request", 0.251), ("first_token", 0.26)):
@@ -93,7 +102,7 @@ class SessionBuilder:
 
     def overlap(self, kind: str, text: str, start: float, length: float) -> None:
         """Speech over the agent judged not a turn: "Backchannel" or "EchoIgnored"."""
-        spoken_end = self.speech(start, length, 400)
+        spoken_end = self.speech(start, length)
         detected = spoken_end + 0.4
         self.event(detected, "UserSpeechEnded", audio_time=round(detected - MIC_LAG, 4),
                    silence_ms=400)
@@ -102,7 +111,9 @@ class SessionBuilder:
         else:
             self.event(detected + 0.05, kind, text=text, playing=text)
 
-    def speech(self, start: float, length: float, silence_ms: int) -> float:
+    def speech(self, start: float, length: float) -> float:
+        """Caller speech from `start` for `length` s: its onset only (the caller adds what
+        became of it); returns where it ends."""
         self.event(start + 0.13, "UserSpeechStarted", audio_time=round(start - MIC_LAG, 4))
         return start + length
 

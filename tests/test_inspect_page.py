@@ -5,9 +5,7 @@ what is wrong with a bad one."""
 from __future__ import annotations
 
 import json
-import math
 import stat
-import struct
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from edge_agent.inspect.page import render_page
 from edge_agent.inspect.timeline import build_timeline
 from edge_agent.memory.store import MemoryStore
 from edge_agent.session import SessionRecord
-from tests.inspect_sessions import SessionBuilder
+from tests.inspect_sessions import SessionBuilder, tone
 
 HOSTILE = '</script><script>window.pwned = 1</script><!-- <img src=x onerror="alert(1)"> & "'
 
@@ -95,11 +93,6 @@ def _config(tmp_path: Path) -> Path:
     return config
 
 
-def _tone(seconds: float, rate: int) -> bytes:
-    count = round(seconds * rate)
-    return struct.pack(f"<{count}h", *(round(9000 * math.sin(i / 7)) for i in range(count)))
-
-
 def _stored(tmp_path: Path, record: SessionRecord, audio: bool) -> None:
     """`record` written into a memory database as the agent writes it."""
     store = MemoryStore.open(tmp_path / "data" / "edge-agent.db")
@@ -123,10 +116,10 @@ def _stored(tmp_path: Path, record: SessionRecord, audio: bool) -> None:
             store.add_audio({"session_id": session_id, "run_id": "run-a", "kind": "agent",
                              "ref": unit["unit_id"], "at": started[unit["unit_id"]],
                              "sample_rate": 22050,
-                             "pcm": _tone(unit["played_ms"] / 1000, 22050)})
+                             "pcm": tone(unit["played_ms"] / 1000, 22050, 0.3)})
         store.add_audio({"session_id": session_id, "run_id": "run-a", "kind": "caller",
                          "ref": "c1", "at": 1.9, "sample_rate": 16000,
-                         "pcm": _tone(1.3, 16000)})
+                         "pcm": tone(1.3, 16000, 0.3)})
     store.close()
 
 

@@ -4,7 +4,6 @@ heard and unheard words, runs, decisions, latency stages, envelopes and strips."
 from __future__ import annotations
 
 import math
-import struct
 
 import pytest
 
@@ -14,7 +13,7 @@ from edge_agent.inspect.model import Pause, UnitView
 from edge_agent.inspect.placement import Playback, heard_words
 from edge_agent.inspect.timeline import build_timeline
 from edge_agent.memory.kept_audio import AudioClip
-from tests.inspect_sessions import SessionBuilder, long_session
+from tests.inspect_sessions import SessionBuilder, long_session, tone
 
 
 def _starts(unit: UnitView) -> list[float]:
@@ -71,16 +70,16 @@ def test_decisions_turn_numbers_and_latency_stages() -> None:
     built.agent("we open at nine", answer)
     built.overlap("Backchannel", "okay", answer + 0.3, 0.4)
     built.overlap("EchoIgnored", "open at nine", answer + 2.0, 0.5)
-    built.speech(8.0, 0.3, 500)
+    built.speech(8.0, 0.3)
     built.event(8.8, "UserSpeechEnded", audio_time=8.77, silence_ms=500)
     built.event(8.81, "TurnDropped", audio_time=8.77)
     # Recognized, but only a speculative transcript and no answer: no session was open.
-    built.speech(10.0, 0.8, 300)
+    built.speech(10.0, 0.8)
     built.event(11.05, "TurnStage", turn=2, stage="transcript", speculative=True)
     built.event(11.1, "UserSpeechEnded", audio_time=11.07, silence_ms=300)
     built.event(11.11, "UserTurn", text="hey kiosk", words=[])
     # A speculation thrown away (speech resumed): the stages published again are the answer's.
-    built.speech(13.0, 0.5, 300)
+    built.speech(13.0, 0.5)
     built.event(13.8, "TurnStage", turn=2, stage="transcript", speculative=True)
     built.event(13.85, "SpeculationCancelled", turn=2, reason="speech resumed")
     built.event(14.6, "TurnStage", turn=2, stage="transcript", speculative=True)
@@ -160,14 +159,8 @@ def test_units_without_events_are_still_drawn_in_order() -> None:
     assert run.units[1].start is not None and run.units[1].start > run.units[0].end
 
 
-def _tone(seconds: float, rate: int, amplitude: float) -> bytes:
-    count = round(seconds * rate)
-    return struct.pack(f"<{count}h", *(round(amplitude * 32767 * math.sin(i / 5))
-                                       for i in range(count)))
-
-
 def test_envelopes_are_buckets_of_min_and_max() -> None:
-    points = envelope(_tone(0.1, 16000, 0.5), 16000)
+    points = envelope(tone(0.1, 16000, 0.5), 16000)
     assert len(points) == math.ceil(0.1 / BUCKET_S)
     assert points[1][0] == pytest.approx(BUCKET_S)
     assert all(-0.51 < lo < -0.45 and 0.45 < hi < 0.51 for _, lo, hi in points)
@@ -179,9 +172,9 @@ def test_kept_audio_becomes_waves_on_the_run_clock() -> None:
     answer = built.caller("hello there", 1.0, 1.0)
     built.agent("one two three four", answer, pause=(answer + 0.45, 0.5))
     record = built.record()
-    clips = [AudioClip("caller", "c1", "run-a", 0.9, 16000, _tone(1.2, 16000, 0.3)),
-             AudioClip("agent", "u1", "run-a", answer, 22050, _tone(1.15, 22050, 0.6)),
-             AudioClip("agent", "u9", "other-run", 0.0, 22050, _tone(0.2, 22050, 0.6))]
+    clips = [AudioClip("caller", "c1", "run-a", 0.9, 16000, tone(1.2, 16000, 0.3)),
+             AudioClip("agent", "u1", "run-a", answer, 22050, tone(1.15, 22050, 0.6)),
+             AudioClip("agent", "u9", "other-run", 0.0, 22050, tone(0.2, 22050, 0.6))]
     timeline = build_timeline(record, clips)
     assert timeline.audio_kept
     caller, agent = timeline.runs[0].waves

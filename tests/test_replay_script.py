@@ -77,7 +77,7 @@ def test_the_microphone_start_is_read_off_the_speech_events_and_runs_follow_each
     assert timeline.events[1].t == pytest.approx(0.576 + 3 * F, abs=1e-3)
     # The second run (a restart) follows the first after a gap, on a frame boundary.
     assert second.base > 5.0 and (second.base / F) == pytest.approx(round(second.base / F))
-    assert timeline.to_replay("r2", 1.3) == pytest.approx(second.base + 1.28)
+    assert second.to_replay(1.3) == pytest.approx(second.base + 1.28)
 
 
 def test_a_run_without_speech_is_not_pinned() -> None:
@@ -211,7 +211,9 @@ def test_recorded_tools_return_the_recorded_results_in_order_and_run_nothing() -
     assert toolbox.run(call) == "B1"
     assert toolbox.run(ToolCall("c2", "book_table", '{"people": 2}')) == "B2"
     assert toolbox.run(call).startswith("error: the recording has no further result")
-    assert toolbox.run(ToolCall("c3", "book_table", '{"colour": "red"}')).startswith("error:")
+    # An argument the recording never used is refused as unknown (not merely out of results).
+    assert toolbox.run(ToolCall("c3", "book_table", '{"colour": "red"}')).startswith(
+        "error: unknown argument 'colour'")
 
 
 # -- the recorded voice ------------------------------------------------------------------------

@@ -53,6 +53,20 @@ class UnitAudioSinks:
             sink.finish(finalize)
 
 
+class PlayedUnits:
+    """The audio each open unit sent to the speaker; at its Finalize, what of it played."""
+
+    def __init__(self) -> None:
+        self._audio: dict[str, bytearray] = {}
+
+    def add(self, unit_id: str, pcm: bytes) -> None:
+        self._audio.setdefault(unit_id, bytearray()).extend(pcm)
+
+    def played(self, finalize: Finalize) -> bytes:
+        """The unit's first `played_samples` (it ends where playback stopped); forgets it."""
+        return bytes(self._audio.pop(finalize.unit_id, b"")[: 2 * finalize.played_samples])
+
+
 class UnitAudioWriter:
     """Keeps what each open unit sent to the speaker; at its Finalize, writes `<unit_id>.wav`
     holding the first `played_samples` of it, i.e. ending where playback stopped.
@@ -66,17 +80,17 @@ class UnitAudioWriter:
         except OSError as exc:
             raise OutputError(directory, exc) from None
         self.directory = directory
-        self._audio: dict[str, bytearray] = {}
+        self._units = PlayedUnits()
         self._disk = ThreadPoolExecutor(max_workers=1, thread_name_prefix="unit-audio")
         self._pending: list[Future[Path]] = []
 
     def add(self, unit_id: str, pcm: bytes) -> None:
         """`pcm` was just written to the speaker for `unit_id`, after what came before."""
-        self._audio.setdefault(unit_id, bytearray()).extend(pcm)
+        self._units.add(unit_id, pcm)
 
     def finish(self, finalize: Finalize) -> None:
         """Write the unit's played audio (an empty WAV when nothing of it was played)."""
-        audio = bytes(self._audio.pop(finalize.unit_id, b"")[: 2 * finalize.played_samples])
+        audio = self._units.played(finalize)
         path = self.directory / f"{finalize.unit_id}.wav"
         rate = finalize.sample_rate or 16000
         self._pending.append(self._disk.submit(_write, path, audio, rate))

@@ -25,7 +25,7 @@ from typing import Any
 
 from edge_agent.app import conversation_settings
 from edge_agent.bench.durability import kill_trial
-from edge_agent.bench.stats import summarize
+from edge_agent.bench.stats import percentile, summarize
 from edge_agent.clock import MonotonicClock
 from edge_agent.config import Config
 from edge_agent.engines.base import ChatMessage
@@ -166,7 +166,8 @@ def _first_tokens(llm: LlamaLanguageModel, prewarmed: list[ChatMessage],
 
 
 def _median(values: list[float]) -> float:
-    return round(sorted(values)[len(values) // 2], 1)
+    """A measured turn's figure: the median of its first tokens (ms)."""
+    return round(percentile(values, 50), 1)
 
 
 def _sliding(memory: ConversationMemory, window: int, pending: str | None
@@ -185,7 +186,6 @@ def run_memory(config: Config, model_path: Path, plan: MemoryPlan, progress: Pro
     llm_options: dict[str, Any] = {"context_tokens": config.llm.context_tokens, "threads": config.llm.threads,
                    "max_tokens": config.llm.max_tokens, "temperature": 0.0, "seed": config.llm.seed}
     llm = LlamaLanguageModel(model_path, **llm_options)
-    first_token: dict[str, dict[str, float]] = {"stepped": {}, "sliding": {}}
     samples: dict[str, dict[str, list[float]]] = {"stepped": {}, "sliding": {}}
     prewarm_ms: dict[str, float] = {}
     window = config.turns.history_turns
@@ -204,10 +204,7 @@ def run_memory(config: Config, model_path: Path, plan: MemoryPlan, progress: Pro
             samples["sliding"][str(turn)] = _first_tokens(
                 llm, _sliding(memory, window, None),
                 lambda pending: _sliding(memory, window, pending), turn, plan.repeats)
-        for kind, values in samples.items():
-            if str(turn) in values:
-                first_token[kind][str(turn)] = _median(values[str(turn)])
-        progress(f"  turn {turn}: first token {first_token['stepped'][str(turn)]} ms "
+        progress(f"  turn {turn}: first token {_median(samples['stepped'][str(turn)])} ms "
                  f"(prewarm before it {prewarm_ms[str(turn)]} ms)")
 
     with tempfile.TemporaryDirectory(prefix="edge-agent-bench-") as work:
@@ -225,6 +222,8 @@ def run_memory(config: Config, model_path: Path, plan: MemoryPlan, progress: Pro
             progress("the summarizer, stopped at random moments")
             preemption = _preemption(model_path, plan.preemptions, random.Random(plan.seed))
         trials = _durability(plan.kills, plan.seed, Path(work), progress)
+    first_token = {kind: {turn: _median(values) for turn, values in by_turn.items()}
+                   for kind, by_turn in samples.items()}
     return {"benchmark": "memory", "turns": plan.turns, "measured_turns": list(measured),
             "model": model_path.name, **session, "prewarm_ms": prewarm_ms,
             "first_token_ms": first_token, "first_token_samples_ms": samples,

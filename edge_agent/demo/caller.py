@@ -77,18 +77,28 @@ class ScriptedCaller:
     async def _cue(self, kind: type, what: str) -> bool:
         deadline = self._clock.now() + CUE_TIMEOUT
         while True:
-            remaining = deadline - self._clock.now()
-            getter = asyncio.ensure_future(self._events.get())
-            timer = asyncio.ensure_future(self._clock.sleep(remaining))
-            done, _ = await asyncio.wait({getter, timer}, return_when=asyncio.FIRST_COMPLETED)
-            timer.cancel()
-            if getter not in done:
-                getter.cancel()
+            entry = await next_event(self._events, self._clock, deadline)
+            if entry is None:
                 self._log.publish(Notice(f"caller: the agent did not {what} within "
                                          f"{CUE_TIMEOUT:.0f} s; saying the next line anyway"))
                 return False
-            entry: LoggedEvent = getter.result()
-            event = entry.event
-            if isinstance(event, kind) and not (
-                    isinstance(event, UnitFinalized) and not event.finalize.generated):
+            if isinstance(entry.event, kind) and said_something(entry):
                 return True
+
+
+async def next_event(events: asyncio.Queue[LoggedEvent], clock: Clock, deadline: float
+                     ) -> LoggedEvent | None:
+    """The next event of a subscription, or None once `deadline` (clock time) has passed."""
+    getter = asyncio.ensure_future(events.get())
+    timer = asyncio.ensure_future(clock.sleep_until(deadline))
+    done, _ = await asyncio.wait({getter, timer}, return_when=asyncio.FIRST_COMPLETED)
+    timer.cancel()
+    if getter in done:
+        return getter.result()
+    getter.cancel()
+    return None
+
+
+def said_something(entry: LoggedEvent) -> bool:
+    """False for the end of a unit that said nothing (an empty reply): no cue to answer."""
+    return not isinstance(entry.event, UnitFinalized) or bool(entry.event.finalize.generated)

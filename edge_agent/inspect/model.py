@@ -57,7 +57,6 @@ class UnitView:
     unit_id: str
     generated: str
     heard: str
-    interrupted: bool
     played_ms: int
     """Audio that reached the listener, in ms of the unit's audio."""
     start: float | None
@@ -68,6 +67,11 @@ class UnitView:
     """The stretches of the clock its audio was actually playing (pauses excluded)."""
     pauses: tuple[Pause, ...]
     words: tuple[PlacedWord, ...]
+
+    @property
+    def interrupted(self) -> bool:
+        """Not all of it was heard."""
+        return self.heard != self.generated
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from edge_agent.inspect.layout import Strip, strips
+from edge_agent.inspect.layout import strips
 from edge_agent.inspect.model import RunView, Timeline, TurnRow, UnitView
 from edge_agent.inspect.strip import Items, strip_svg
 from edge_agent.jsonfile import write_private
@@ -83,55 +83,57 @@ def _run_section(run: RunView, runs: int) -> str:
 
 
 def _strips(run: RunView) -> str:
-    row_of_unit = {unit_id: row.key for row in run.rows for unit_id in row.unit_ids}
-    busy = [(c.start, c.detected) for c in run.caller]
-    busy += [(u.start if u.start is not None else u.end, u.end) for u in run.units]
-    busy += [(w.start, w.end) for u in run.units for w in u.words]
-    busy += [(m.at, m.at) for m in run.markers]
-    busy += [(r.caller.end, r.stages[-1].at) for r in run.rows if r.caller and r.stages]
-    busy += [(w.points[0][0], w.points[-1][0]) for w in run.waves if w.points]
-    laid = strips(busy)
-    starts = [s.start for s in laid]
-    picked: list[dict[str, list[Any]]] = [
-        {"caller": [], "units": [], "rows": [], "markers": [], "waves": []} for _ in laid]
-
-    def put(kind: str, item: Any, start: float, end: float) -> None:
-        first = max(0, bisect.bisect_right(starts, start) - 1)
-        for index in range(first, len(laid)):
-            if laid[index].start > end:
-                break
-            if laid[index].end > start:
-                picked[index][kind].append(item)
-
-    for speech in run.caller:
-        put("caller", speech, speech.start, speech.detected)
-    for unit in run.units:
-        first = unit.start if unit.start is not None else unit.end
-        put("units", unit, min([first, *(w.start for w in unit.words)]),
-            max([unit.end, *(w.end for w in unit.words)]))
-    for row in run.rows:
-        if row.caller is not None and row.stages:
-            put("rows", row, row.caller.end, row.stages[-1].at)
-    for number, marker in enumerate(run.markers):
-        put("markers", (f"r{run.number}-m{number}", marker), marker.at, marker.at)
     scales = _wave_scales(run)
-    for wave in run.waves:
-        if wave.points:
-            put("waves", (wave, scales[wave.kind]), wave.points[0][0], wave.points[-1][0])
+    # (span on the clock, item) of each kind: the strips are laid to cover every span.
+    caller = [((c.start, c.detected), c) for c in run.caller]
+    units = [(_unit_span(u), u) for u in run.units]
+    rows = [((r.caller.end, r.stages[-1].at), r) for r in run.rows
+            if r.caller is not None and r.stages]
+    markers = [((m.at, m.at), (f"r{run.number}-m{n}", m)) for n, m in enumerate(run.markers)]
+    waves = [((w.points[0][0], w.points[-1][0]), (w, scales[w.kind])) for w in run.waves
+             if w.points]
+    laid = strips(span for kind in (caller, units, rows, markers, waves) for span, _ in kind)
+    starts = [s.start for s in laid]
+    row_of_unit = {unit_id: row.key for row in run.rows for unit_id in row.unit_ids}
+    on_strip = [Items(caller=[], units=[], rows=[], markers=[], waves=[],
+                      row_of_unit=row_of_unit, run=run.number) for _ in laid]
+
+    def covering(span: tuple[float, float]) -> list[Items]:
+        """What the strips the span falls on hold."""
+        start, end = span
+        first = max(0, bisect.bisect_right(starts, start) - 1)
+        return [on_strip[i] for i in range(first, bisect.bisect_right(starts, end))
+                if laid[i].end > start]
+
+    for span, speech in caller:
+        for items in covering(span):
+            items.caller.append(speech)
+    for span, unit in units:
+        for items in covering(span):
+            items.units.append(unit)
+    for span, row in rows:
+        for items in covering(span):
+            items.rows.append(row)
+    for span, marker in markers:
+        for items in covering(span):
+            items.markers.append(marker)
+    for span, wave in waves:
+        for items in covering(span):
+            items.waves.append(wave)
     html = []
-    for strip, items in zip(laid, picked, strict=True):
+    for strip, items in zip(laid, on_strip, strict=True):
         if strip.skipped:
             html.append(f'<div class="gap">{_duration(strip.skipped)} with nothing</div>')
         html.append(f'<div class="strip" data-start="{strip.start}" data-end="{strip.end}">'
-                    f"{_svg(strip, items, row_of_unit, run.number)}</div>")
+                    f"{strip_svg(strip, items)}</div>")
     return "".join(html)
 
 
-def _svg(strip: Strip, items: dict[str, list[Any]], row_of_unit: dict[str, str], run: int
-         ) -> str:
-    return strip_svg(strip, Items(caller=items["caller"], units=items["units"],
-                                  rows=items["rows"], markers=items["markers"],
-                                  waves=items["waves"], row_of_unit=row_of_unit, run=run))
+def _unit_span(unit: UnitView) -> tuple[float, float]:
+    """From its first sample (or, never played, its end) or first word to its last."""
+    first = unit.start if unit.start is not None else unit.end
+    return (min([first, *(w.start for w in unit.words)]),
+            max([unit.end, *(w.end for w in unit.words)]))
 
 
 def _wave_scales(run: RunView) -> dict[str, float]:

@@ -91,6 +91,5 @@ def place_unit(unit: UnitRecord, start: float | None, pauses: Sequence[Pause],
     playing = playback.playing(unit["played_ms"]) if start is not None else ()
     end = max([b for _, b in playing] + [p.end for p in pauses]) if playing else finalized_at
     return UnitView(unit_id=unit["unit_id"], generated=unit["generated"], heard=unit["heard"],
-                    interrupted=unit["heard"] != unit["generated"],
                     played_ms=unit["played_ms"], start=start, end=end, playing=playing,
                     pauses=tuple(pauses), words=placed)

@@ -16,7 +16,7 @@ from typing import Any, cast
 from edge_agent.errors import ConfigError
 from edge_agent.memory.kept_audio import AudioClip, kept_audio
 from edge_agent.memory.store import MemoryStore
-from edge_agent.session import SessionRecord, session_record
+from edge_agent.session import SessionRecord, named_session, require_database, session_record
 
 _NUMBER, _TEXT, _FLAG, _WHOLE, _OBJECT, _LIST = "a number", "text", "true or false", \
     "a whole number", "an object", "a list"
@@ -53,15 +53,10 @@ _NESTED = {("UnitFinalized", "finalize"): {"unit_id": _TEXT},
 def read_session(db_path: Path, session_id: str) -> tuple[SessionRecord, list[AudioClip]]:
     """The session `session_id` (or an unambiguous prefix) of the memory database at `db_path`,
     and its kept audio."""
-    if not db_path.exists():
-        raise ConfigError(str(db_path), session_id, "no memory database here yet, so no such "
-                          "session: check the config's data_dir, or pass --json FILE")
+    require_database(db_path, session_id)
     store = MemoryStore.open(db_path)
     try:
-        session = store.find_session(session_id)
-        if session is None:
-            raise ConfigError(str(db_path), session_id, "no such session (or the prefix "
-                              "matches several): `edge-agent sessions list` shows the ids")
+        session = named_session(store, session_id)
         record = session_record(store, [session["id"]])
         clips = kept_audio(store, [session["id"]])
     finally:

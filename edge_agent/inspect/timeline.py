@@ -264,7 +264,7 @@ def _waves(run_id: str, clips: Sequence[AudioClip], units: dict[str, UnitView]) 
         points = envelope(clip.pcm, clip.sample_rate)
         unit = units.get(clip.ref) if clip.kind == "agent" else None
         if clip.kind == "agent" and unit is not None and unit.start is not None:
-            playback = Playback(unit.start, tuple(p for p in unit.pauses if p.resumed))
+            playback = Playback(unit.start, unit.pauses)  # moved past resumed pauses only
             waves.append(Wave("agent", clip.ref, placed(points, playback.at)))
         elif clip.kind == "caller":
             waves.append(Wave("caller", clip.ref, placed(points, clip.at.__add__)))

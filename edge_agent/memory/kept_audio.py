@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from edge_agent.audio.unit_audio import PlayedUnits
 from edge_agent.events import EventLog, LoggedEvent, PlaybackStarted, SessionStarted
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.conversation_memory import ConversationMemory
@@ -72,7 +73,7 @@ class AudioKeeper:
         self._caller: bytearray | None = None
         self._caller_at = 0.0
         self._segments = 0
-        self._units: dict[str, bytearray] = {}
+        self._units = PlayedUnits()
         self._unit_at: dict[str, float] = {}
         self._pending: list[Row] = []
         log.listen(self._on_event)
@@ -101,11 +102,11 @@ class AudioKeeper:
 
     def add(self, unit_id: str, pcm: bytes) -> None:
         """`pcm` was just written to the speaker for `unit_id`."""
-        self._units.setdefault(unit_id, bytearray()).extend(pcm)
+        self._units.add(unit_id, pcm)
 
     def finish(self, finalize: Finalize) -> None:
         """The unit ended: keep what of it was played."""
-        audio = bytes(self._units.pop(finalize.unit_id, b"")[: 2 * finalize.played_samples])
+        audio = self._units.played(finalize)
         at = self._unit_at.pop(finalize.unit_id, None)
         if audio and at is not None:
             self._keep(AGENT, finalize.unit_id, at, finalize.sample_rate, audio)

@@ -82,9 +82,9 @@ def agent_script(requests: Sequence[Mapping[str, Any]], timeline: Timeline) -> A
     for event in events:
         if event.type == "ToolUsed":
             call = event.data["call"]
-            tools.setdefault((runs[_run_id(event)], int(event.data["turn"])), []).append(
+            tools.setdefault((runs[event.run_id], int(event.data["turn"])), []).append(
                 ToolResult(str(call["name"]), str(call["arguments"]), str(event.data["result"])))
-    answering = list(dict.fromkeys(runs[_run_id(e)] for e in events if e.type == "UserTurn"))
+    answering = list(dict.fromkeys(runs[e.run_id] for e in events if e.type == "UserTurn"))
     replies = _replies(_with_runs(requests, answering), by_turn, tools, notes)
     for (run, number), units in sorted(by_turn.items()):
         notes.append(f"turn {number}{_of_run(run)}: {len(units)} unit(s) with no model request "
@@ -98,12 +98,9 @@ Turn = tuple[int, int]
 """(run, user turn): turns are numbered from 1 in each run of a session (0: the greeting)."""
 
 
-def _run_id(event: TimedEvent) -> str:
-    return str(event.data.get("run_id", ""))
-
-
 def _run_numbers(events: Sequence[TimedEvent]) -> dict[str, int]:
-    return {run_id: number for number, run_id in enumerate(dict.fromkeys(map(_run_id, events)))}
+    return {run_id: number
+            for number, run_id in enumerate(dict.fromkeys(e.run_id for e in events))}
 
 
 def _of_run(run: int) -> str:
@@ -162,8 +159,8 @@ def _unit_turns(events: Sequence[TimedEvent]) -> dict[str, Turn]:
     run = answered = current = 0
     stopping = False  # right after a user turn: units finalized now were stopped by it
     for index, event in enumerate(events):
-        if runs[_run_id(event)] != run:
-            run, answered, current = runs[_run_id(event)], 0, 0
+        if runs[event.run_id] != run:
+            run, answered, current = runs[event.run_id], 0, 0
         if event.type == "UserTurn":
             if _answered(events, index):
                 answered += 1

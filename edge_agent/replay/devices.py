@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from edge_agent.audio.pcm import first_loud_sample, silence
 from edge_agent.audio.virtual import VirtualSpeaker
 from edge_agent.clock import Clock
-from edge_agent.demo.caller import CUE_TIMEOUT, CallerVoice
+from edge_agent.demo.caller import CUE_TIMEOUT, CallerVoice, next_event, said_something
 from edge_agent.events import CallerSpoke, EventLog, LoggedEvent, Notice, PlaybackStarted
-from edge_agent.replay.placement import PLAYBACK_STARTED, UNIT_FINALIZED, Cue, ReplayLine
+from edge_agent.replay.placement import PLAYBACK_STARTED, Cue, ReplayLine
 from edge_agent.replay.timeline import FRAME_SECONDS, Timeline, frame_floor, frame_round
 
 
@@ -73,12 +73,9 @@ class AlignedSpeaker(VirtualSpeaker):
     def __init__(self, clock: Clock, sample_rate: int, log: EventLog,
                  starts: Sequence[UnitStart], line_starts: Sequence[float]) -> None:
         super().__init__(clock, sample_rate)
-        self._now = clock.now
         self._starts = list(starts)
         self._line_starts = line_starts
         self._started = 0
-        self._queued_end = 0
-        self._held = False
         log.listen(self._count_starts)
 
     def _count_starts(self, entry: LoggedEvent) -> None:
@@ -87,7 +84,7 @@ class AlignedSpeaker(VirtualSpeaker):
 
     def _lead(self) -> float:
         """Seconds of silence before the next unit, written now, starts."""
-        now = self._now()
+        now = self._clock.now()
         if self._started >= len(self._starts):
             return 0.0
         start = self._starts[self._started]
@@ -105,27 +102,13 @@ class AlignedSpeaker(VirtualSpeaker):
         return at - now
 
     def write(self, pcm: bytes) -> int:
-        if not self._held and self.played_frames() >= self._queued_end:
+        # Idle (not paused, everything written played): the unit starts from silence, the
+        # moment `VirtualSpeaker.write` re-anchors its cursor.
+        if not self._paused and self.played_frames() >= self._written:
             lead = round(self._lead() * self.sample_rate)
             if lead:
                 super().write(silence(lead))
-        start = super().write(pcm)
-        self._queued_end = start + len(pcm) // 2
-        return start
-
-    def pause(self) -> None:
-        super().pause()
-        self._held = True
-
-    def resume(self) -> None:
-        super().resume()
-        self._held = False
-
-    def interrupt(self) -> int:
-        played = super().interrupt()
-        self._queued_end = played
-        self._held = False
-        return played
+        return super().write(pcm)
 
 
 class ReplayCaller:
@@ -209,15 +192,8 @@ class ReplayCaller:
                     f"replay caller: no cue ({cue.event} #{wanted}, unit {cue.unit} in the "
                     f"recording) within {CUE_TIMEOUT:.0f} s; saying the next line anyway"))
                 return self._clock.now()
-            getter = asyncio.ensure_future(self._events.get())
-            timer = asyncio.ensure_future(self._clock.sleep(remaining))
-            await asyncio.wait({getter, timer}, return_when=asyncio.FIRST_COMPLETED)
-            getter.cancel()
-            timer.cancel()
+            await next_event(self._events, self._clock, deadline)  # then look again
 
 
 def _matches(entry: LoggedEvent, cue: Cue) -> bool:
-    if type(entry.event).__name__ != cue.event:
-        return False
-    finalize = getattr(entry.event, "finalize", None)
-    return cue.event != UNIT_FINALIZED or (finalize is not None and bool(finalize.generated))
+    return type(entry.event).__name__ == cue.event and said_something(entry)

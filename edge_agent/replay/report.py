@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
@@ -21,11 +21,10 @@ from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
 from edge_agent.replay import EXIT_DIFFERS
 from edge_agent.replay.decisions import Decision, Row, differences
-from edge_agent.replay.placement import LineRecord, ReplayLine, line_record
-from edge_agent.replay.run import ReplayResult, replay_session
+from edge_agent.replay.placement import PLAYBACK_STARTED, LineRecord, ReplayLine, line_record
+from edge_agent.replay.run import Printer, ReplayResult, replay_session
 from edge_agent.session import session_record
 
-Printer = Callable[[str], None]
 MARKS = {"same": "=", "changed": "!", "recorded only": "-", "replay only": "+"}
 _SPEECH = ("UserSpeechStarted", "CallerSpoke", "PlaybackStarted")
 """A record with none of these has nothing a replay could say or decide again."""
@@ -113,7 +112,7 @@ def _cue(line: ReplayLine) -> str:
     if cue is None:
         return f"at {line.segment.start:.3f} s"
     which = "" if cue.count <= 1 else f" (#{cue.count})"
-    if cue.event == "PlaybackStarted":
+    if cue.event == PLAYBACK_STARTED:
         return f"{cue.after:.3f} s after {cue.unit} started{which}"
     return f"{cue.after:.3f} s after {cue.unit} finished{which}"
 

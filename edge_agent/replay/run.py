@@ -18,19 +18,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from edge_agent.app import build_engines, conversation_settings
+from edge_agent.app import build_conversation, build_engines, conversation_parts
 from edge_agent.audio.pcm import resample
 from edge_agent.audio.virtual import VirtualMicrophone
 from edge_agent.clock import VirtualClock
 from edge_agent.config import Config
 from edge_agent.conversation.agent import Conversation, Engines
-from edge_agent.conversation.backchannel import load_classifier
-from edge_agent.conversation.echo import EchoFilter
 from edge_agent.engines.llm import ScriptedLanguageModel
-from edge_agent.engines.tts import make_voice_repeatable
 from edge_agent.events import EventLog, Notice
 from edge_agent.memory.kept_audio import AGENT, CALLER, AudioClip
-from edge_agent.owner import InlineOwner, Owner
+from edge_agent.owner import InlineOwner
 from edge_agent.replay.agent_script import AgentScript, agent_script, recorded_toolbox
 from edge_agent.replay.decisions import Decision, Row, compare, decisions
 from edge_agent.replay.devices import AlignedSpeaker, ReplayCaller, unit_starts
@@ -38,11 +35,10 @@ from edge_agent.replay.placement import ReplayLine, place_lines
 from edge_agent.replay.segments import caller_segments, caller_source
 from edge_agent.replay.timeline import FRAME_SECONDS, Timeline, build_timeline
 from edge_agent.replay.voice import RecordedSpeech, recorded_units
+from edge_agent.runner import IDLE_TO_END
 
 Printer = Callable[[str], None]
 MIC_RATE = 16000
-IDLE_TO_END_S = 1.5
-"""Virtual seconds with nothing happening, the caller done, before the replay ends."""
 OVERTIME_S = 60.0
 """Virtual seconds a replay may run past the recording's end before it is stopped."""
 SETTLE_TURNS = 100
@@ -76,10 +72,10 @@ async def replay_session(config: Config, record: Mapping[str, Any], clips: Seque
     demo's `echo_gain`, which the record does not keep)."""
     began = time.monotonic()
     printer(f"replaying session {record['session_id']}: loading models...")
-    make_voice_repeatable()  # a demo's caller lines come out as they did in the demo
     # The language model is the scripted one (`replay_with` gives it the recorded replies):
     # nothing of the configured model is loaded.
-    engines, _ = await asyncio.to_thread(build_engines, config, ())
+    # repeatable, as a demo loads it: a demo's caller lines come out as they did in the demo
+    engines, _ = await asyncio.to_thread(lambda: build_engines(config, (), repeatable=True))
     loaded = time.monotonic()
     voice = engines.tts
 
@@ -129,30 +125,27 @@ async def replay_with(config: Config, engines: Engines, record: Mapping[str, Any
 def _conversation(config: Config, script: AgentScript, timeline: Timeline,
                   lines: Sequence[ReplayLine], engines: Engines, clock: VirtualClock,
                   log: EventLog, echo_gain: float) -> tuple[Conversation, ReplayCaller]:
-    settings = dataclasses.replace(conversation_settings(config, script.greeting),
-                                   session_start=script.session_start, prefix_state_dir=None)
+    parts = conversation_parts(config, script.greeting,
+                               tools=recorded_toolbox(script.tool_results))
+    parts = dataclasses.replace(parts, settings=dataclasses.replace(
+        parts.settings, session_start=script.session_start, prefix_state_dir=None))
     line_starts: list[float] = []  # the caller's, as it says them; the speaker follows them
     speaker = AlignedSpeaker(clock, engines.tts.sample_rate, log,
                              unit_starts(timeline, lines, engines.tts.sample_rate), line_starts)
     mic = VirtualMicrophone(clock, MIC_RATE, echo_of=speaker if echo_gain else None,
                             echo_gain=echo_gain)
 
-    def inline(name: str) -> Owner:
-        return InlineOwner(name)
-
-    talk = Conversation(
-        mic=mic, speaker=speaker, engines=engines, settings=settings, log=log, memory=None,
-        owner=inline, tools=recorded_toolbox(script.tool_results),
-        classifier=load_classifier(config.turns.backchannel_classifier, config.source),
-        echo=EchoFilter(min_match=config.turns.echo_min_match))
+    # No memory: nothing of a replay is written.
+    talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines, log=log,
+                              owner=InlineOwner)
     return talk, ReplayCaller(clock, mic, log, lines, line_starts)
 
 
 async def _drive(talk: Conversation, caller: ReplayCaller, clock: VirtualClock, log: EventLog,
                  limit: float, printer: Printer) -> None:
     """Move the clock a frame at a time until the caller is done and the agent has been idle
-    for `IDLE_TO_END_S` (or `limit` is reached); then stop the conversation (what is open is
-    finalized where it stands)."""
+    for `IDLE_TO_END`, as a demo ends (or `limit` is reached); then stop the conversation
+    (what is open is finalized where it stands)."""
     talking = asyncio.create_task(talk.run())
     calling = asyncio.create_task(caller.run())
     quiet_since, seen, shown = 0.0, 0, 0.0
@@ -167,7 +160,7 @@ async def _drive(talk: Conversation, caller: ReplayCaller, clock: VirtualClock, 
                 printer(f"  ... {shown:.0f} s replayed")
             if not calling.done() or talk.busy or len(log.entries) != seen:
                 quiet_since, seen = clock.now(), len(log.entries)
-            elif clock.now() - quiet_since >= IDLE_TO_END_S:
+            elif clock.now() - quiet_since >= IDLE_TO_END:
                 calling.result()
                 break
         else:

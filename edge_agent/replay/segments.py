@@ -20,9 +20,9 @@ session is only replayed exactly from kept clips.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from edge_agent.audio.pcm import first_loud_sample, resample
+from edge_agent.memory.kept_audio import AudioClip
 from edge_agent.replay.placement import CallerSegment
 from edge_agent.replay.timeline import FRAME_SECONDS, TimedEvent, Timeline, frame_floor
 
@@ -32,29 +32,14 @@ OUTCOMES = ("UserTurn", "Backchannel", "EchoIgnored", "TurnDropped")
 """The events that close a speech segment, one each."""
 
 
-class Clip(Protocol):
-    """A kept caller clip (`memory.kept_audio.AudioClip`)."""
-
-    @property
-    def ref(self) -> str: ...
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def at(self) -> float: ...
-    @property
-    def sample_rate(self) -> int: ...
-    @property
-    def pcm(self) -> bytes: ...
-
-
-def caller_source(timeline: Timeline, clips: Sequence[Clip]) -> str:
+def caller_source(timeline: Timeline, clips: Sequence[AudioClip]) -> str:
     """Which source `caller_segments` will use: "kept clips", "call lines" or "transcripts"."""
     if clips:
         return "kept clips"
     return "call lines" if timeline.of_type("CallerSpoke") else "transcripts"
 
 
-def caller_segments(timeline: Timeline, clips: Sequence[Clip], speak: Speak,
+def caller_segments(timeline: Timeline, clips: Sequence[AudioClip], speak: Speak,
                     mic_rate: int) -> list[CallerSegment]:
     """The recording's caller speech, in time order, from the best source it has."""
     source = caller_source(timeline, clips)
@@ -65,7 +50,7 @@ def caller_segments(timeline: Timeline, clips: Sequence[Clip], speak: Speak,
     return _from_transcripts(timeline, speak, mic_rate)
 
 
-def _from_clips(timeline: Timeline, clips: Sequence[Clip], mic_rate: int) -> list[CallerSegment]:
+def _from_clips(timeline: Timeline, clips: Sequence[AudioClip], mic_rate: int) -> list[CallerSegment]:
     segments: list[CallerSegment] = []
     for run in timeline.runs:
         onsets = [e for e in _run_events(timeline, run.run_id) if e.type == "UserSpeechStarted"]
@@ -128,7 +113,7 @@ def _outcome_text(timeline: Timeline, onset: TimedEvent | None) -> str:
 
 
 def _run_events(timeline: Timeline, run_id: str) -> list[TimedEvent]:
-    return [e for e in timeline.events if str(e.data.get("run_id", "")) == run_id]
+    return [e for e in timeline.events if e.run_id == run_id]
 
 
 def _without_overlap(segments: list[CallerSegment]) -> list[CallerSegment]:

@@ -38,6 +38,11 @@ class TimedEvent:
     data: Mapping[str, Any]
     """The event as recorded (its `at` is on its own run's clock)."""
 
+    @property
+    def run_id(self) -> str:
+        """The run that recorded it ("" for events recorded before runs were named)."""
+        return str(self.data.get("run_id", ""))
+
 
 @dataclass(frozen=True)
 class RunClock:
@@ -64,13 +69,6 @@ class Timeline:
     """The session's runs, in order."""
     onset_frames: int
     """Frames of speech the recording's VAD needed before an onset (its `min_speech_ms`)."""
-
-    def to_replay(self, run_id: str, at: float) -> float:
-        """A moment `at` of run `run_id`'s clock on the replay's timeline."""
-        for run in self.runs:
-            if run.run_id == run_id:
-                return run.to_replay(at)
-        return self.runs[0].to_replay(at) if self.runs else at
 
     def of_type(self, *types: str) -> list[TimedEvent]:
         return [event for event in self.events if event.type in types]
