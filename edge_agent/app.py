@@ -21,6 +21,7 @@ from edge_agent.conversation.segmenter import SegmenterSettings
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer
+from edge_agent.engines.engine_check import ensure_llm_runs
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.engines.llm import (
     LlamaLanguageModel,
@@ -71,16 +72,21 @@ def _scripted_llm(config: Config, replies: Sequence[ScriptedReply] | None
 
 
 def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None,
-                  catalog: Catalog | None = None, repeatable: bool = False
-                  ) -> tuple[Engines, dict[str, str]]:
+                  catalog: Catalog | None = None, repeatable: bool = False,
+                  crash_checked: bool = False) -> tuple[Engines, dict[str, str]]:
     """Load every engine the config names (blocking: seconds). `replies` scripts the LLM.
     `repeatable`: the voice says the same sentences, in the same order, as the same audio in
-    every run (a demo, a replay: see `make_voice_repeatable`)."""
+    every run (a demo, a replay: see `make_voice_repeatable`). `crash_checked`: run the LLM
+    once in a child process first, so that a llama.cpp build this CPU cannot run is an
+    EngineCrash here rather than the death of this process (`engine_check.ensure_llm_runs`:
+    remembered in the data dir once it passed)."""
     if repeatable:
         make_voice_repeatable()
     catalog = catalog or load_catalog(config.models_dir)
     scripted = _scripted_llm(config, replies)
     paths = resolve_models(config, catalog, with_llm=scripted is None)
+    if crash_checked and scripted is None:
+        ensure_llm_runs(config, paths["llm"], config.data_path)
     # The voice and the recognizer are rewritten in memory while they load (temporary copies
     # of ~60-90 MB each, given back right after): loaded first and one at a time, their copies
     # never sit on top of everything else, which keeps the start-up peak lowest.

@@ -14,13 +14,11 @@ after (a rough figure: freed memory is not always given back to the system).
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib.metadata
 import json
 import math
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,9 @@ from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
 from edge_agent.config import Config, ModelUse
 from edge_agent.doctor import CheckRecord, Context, Emit, check, failure, guarded, lower_first
-from edge_agent.errors import AudioDeviceError, EngineError, ModelFileError
+from edge_agent.engines import llama_build
+from edge_agent.engines.engine_check import EngineCheckFailed, EngineCrash, check_engine
+from edge_agent.errors import AudioDeviceError
 from edge_agent.models.catalog import Catalog, ModelStatus, load_catalog
 
 TONE_S = 0.3
@@ -291,13 +291,23 @@ def _model(config: Config, catalog: Catalog, use: ModelUse, quick: bool) -> Chec
         path = catalog.resolve(reference, use.kind, use.key, config.source)
         where, hashed = str(path), "a path, not a catalog model: nothing to verify against"
     try:
-        seconds, grew = _load(config, catalog, use.kind, path)
-    except (ModelFileError, EngineError) as exc:
+        ran = check_engine(config, use.kind)
+    except EngineCrash as exc:
+        return failure(name, exc)
+    except EngineCheckFailed as exc:
         fix = (_repair(catalog, status) if status is not None
                else f"fix or replace the file, or point {use.key} at a good copy")
         return failure(name, exc, fix)
-    detail = f"{where}: {hashed}; loaded in {seconds:.1f} s" + (
-        f", resident memory +{grew / 1e6:.0f} MB" if grew is not None else "")
+    detail = (f"{where}: {hashed}; loaded in {ran.load_s:.1f} s" + (
+        f", resident memory +{ran.resident_growth / 1e6:.0f} MB"
+        if ran.resident_growth is not None else "") + f"; ran once in {ran.run_s:.2f} s: "
+        f"{ran.detail}")
+    if use.kind == "llm":
+        features = llama_build.compiled_features()  # safe in-process: the child ran it
+        detail += f" ({llama_build.describe(features)})"
+        if not features <= llama_build.PORTABLE_FEATURES:
+            return check(name, "warn", detail + ": runs here, but an install copied to another "
+                         "CPU may crash", f"rebuild it portable: {llama_build.reinstall_command()}")
     if status is not None and status.source in ("unverified", "damaged->wheel"):
         why = ("the fetched copy has no hash record, so it is used unverified"
                if status.source == "unverified" else
@@ -341,36 +351,3 @@ def _quick_problems(status: ModelStatus) -> list[str]:
         if size != file.size:
             problems.append(f"{located}: {size} bytes, the wheel's RECORD says {file.size}")
     return problems if checked else [f"{status.path}: not listed in the wheel's RECORD"]
-
-
-def _load(config: Config, catalog: Catalog, kind: str, path: Path) -> tuple[float, int | None]:
-    """Load the engine once as `run` would; (seconds, resident memory growth in bytes)."""
-    from edge_agent.app import load_recognizer, load_voice
-    from edge_agent.engines.llm import load_language_model
-    from edge_agent.engines.vad import SileroVad
-
-    llm = config.llm
-    loaders: dict[str, Callable[[], object]] = {
-        "vad": lambda: SileroVad(path),
-        "stt": lambda: load_recognizer(config, catalog),
-        "tts": lambda: load_voice(config, catalog),
-        "llm": lambda: load_language_model(
-            path, context_tokens=llm.context_tokens, threads=llm.threads,
-            max_tokens=llm.max_tokens, temperature=llm.temperature, seed=llm.seed),
-    }
-    before = _resident()
-    started = time.monotonic()
-    engine = loaders[kind]()
-    seconds = time.monotonic() - started
-    after = _resident()
-    del engine
-    gc.collect()  # the next model's figure should not include this one
-    return seconds, (after - before if before is not None and after is not None else None)
-
-
-def _resident() -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return None

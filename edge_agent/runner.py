@@ -249,7 +249,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         mic = ResilientMicrophone(host, config.audio.input_device, clock, on_state)
         find_device(host.pa, config.audio.output_device, output=True)  # before models load
         if loaded is None:
-            loaded = await asyncio.to_thread(build_engines, config)
+            loaded = await asyncio.to_thread(build_engines, config, crash_checked=True)
         engines, names = loaded
         speaker = ResilientSpeaker(host, config.audio.output_device, engines.tts.sample_rate,
                                    clock, on_state)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from edge_agent import child_probe
 from edge_agent.audio import portaudio_start, pyaudio_io
 from edge_agent.audio.portaudio_start import (
     SYSTEM_ALSA_CONF,
@@ -95,7 +96,7 @@ def test_alsa_config_that_makes_portaudio_abort_is_one_clear_error(tmp_path: Pat
     else:
         path.write_text("", encoding="utf-8")
     line = _one_alsa_error(_run(tmp_path, ALSA_CONFIG_PATH=str(path)))
-    assert "crashed (SIGABRT)" in line
+    assert "crashed with SIGABRT (aborted)" in line
     assert f"ALSA_CONFIG_PATH is set to '{path}'" in line
     if kind == "missing":
         assert f"Cannot access file {path}" in line  # ALSA's message, no longer discarded
@@ -207,7 +208,7 @@ class _RecordingPopen(subprocess.Popen[bytes]):
 @pytest.fixture
 def probes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[bytes]]]:
     _RecordingPopen.started = []
-    monkeypatch.setattr(portaudio_start.subprocess, "Popen", _RecordingPopen)
+    monkeypatch.setattr(child_probe.subprocess, "Popen", _RecordingPopen)
     yield _RecordingPopen.started
 
 
@@ -219,7 +220,7 @@ def test_probe_reports_a_crashing_child(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(AudioDeviceError) as caught:
         portaudio_start._probe_portaudio()
     message = str(caught.value)
-    assert "crashed (SIGABRT)" in message and "ALSA lib it broke" in message
+    assert "crashed with SIGABRT (aborted)" in message and "ALSA lib it broke" in message
     assert "ALSA_CONFIG_PATH is set to '/x/alsa.conf'" in message
     assert len(probes) == 1 and probes[0].returncode is not None  # reaped: no zombie
 

@@ -31,16 +31,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from edge_agent.child_probe import NO_CORE_FILE, read_tail, run_child, scratch_file
 from edge_agent.errors import AudioDeviceError
 
 SYSTEM_ALSA_CONF = Path("/usr/share/alsa/alsa.conf")
@@ -48,17 +46,13 @@ PROBE_TIMEOUT = 30.0
 """Seconds the PortAudio probe child may take; it normally takes 0.2 s, so only a hang (an
 unresponsive sound server behind an ALSA plugin) gets near this."""
 
-_NATIVE_TAIL = 64 * 1024
-"""Bytes of captured native stderr kept: the failure is at the end, probe noise before it."""
 _NATIVE_LINES = 4
 _NATIVE_LINE_CHARS = 240
 _NOISE = re.compile(
     r"jack server is not running|JackShmReadWritePtr|Cannot connect to server (socket|request)")
 """JACK's complaints when no JACK server runs: printed on every start, never the cause."""
 _PROBE = (
-    "import resource\n"
-    # The abort this probe exists to catch must not leave a core file in the user's directory.
-    "resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))\n"
+    NO_CORE_FILE +
     "from pyaudio import _portaudio as pa\n"
     "pa.initialize()\n"
     "pa.terminate()\n"
@@ -79,7 +73,7 @@ def native_stderr() -> Iterator[_Captured]:
     """Send fd 2 (where ALSA, JACK and PortAudio print) to a temporary file for the duration;
     the text is in the yielded object once the block has exited."""
     captured = _Captured()
-    with _capture_lock, _scratch_file() as sink:
+    with _capture_lock, scratch_file() as sink:
         sys.stderr.flush()
         saved = os.dup(2)
         try:
@@ -91,24 +85,7 @@ def native_stderr() -> Iterator[_Captured]:
                 os.dup2(saved, 2)
         finally:
             os.close(saved)
-        captured.text = _read_tail(sink)
-
-
-def _scratch_file() -> IO[bytes]:
-    """A temporary file for native stderr; /dev/null when no temp dir is writable (the noise
-    is still kept off the terminal, only the message is lost)."""
-    try:
-        return tempfile.TemporaryFile()
-    except OSError:
-        return open(os.devnull, "w+b")
-
-
-def _read_tail(sink: IO[bytes]) -> str:
-    with contextlib.suppress(OSError):
-        size = sink.seek(0, os.SEEK_END)
-        sink.seek(max(0, size - _NATIVE_TAIL))
-        return sink.read().decode("utf-8", errors="replace")
-    return ""
+        captured.text = read_tail(sink)
 
 
 def native_summary(text: str, lines: int = _NATIVE_LINES) -> str:
@@ -165,38 +142,20 @@ def _probe_portaudio(timeout: float = PROBE_TIMEOUT) -> None:
     failure is reported by the initialisation in this process, with the same text."""
     if not sys.executable:
         return  # embedded interpreter: nothing to run the probe with
-    with _scratch_file() as log:
-        try:
-            child = subprocess.Popen([sys.executable, "-c", _PROBE], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=log)
-        except OSError:
-            return  # cannot start a child: fall back to initialising in-process only
-        try:
-            returncode: int | None = child.wait(timeout)
-        except subprocess.TimeoutExpired:
-            returncode = None
-        finally:
-            if child.poll() is None:  # timed out, or interrupted (Ctrl-C) while waiting
-                child.kill()
-                child.wait()
-        native = _read_tail(log)
-    if returncode is None:
+    try:
+        outcome = run_child([sys.executable, "-c", _PROBE], timeout)
+    except OSError:
+        return  # cannot start a child: fall back to initialising in-process only
+    if outcome.returncode is None:
         raise AudioDeviceError(
             f"cannot start audio: PortAudio did not finish initialising ALSA within "
-            f"{timeout:.0f} s{said(native)}. A sound server behind ALSA (PulseAudio, "
+            f"{timeout:.0f} s{said(outcome.native)}. A sound server behind ALSA (PulseAudio, "
             f"PipeWire, JACK) may be hung: restart it. Otherwise: {alsa_config_hint(os.environ)}")
-    if returncode < 0:
+    if outcome.crashed:
         raise AudioDeviceError(
-            f"cannot start audio: PortAudio crashed ({_signal_name(-returncode)}) while reading "
-            f"ALSA's configuration and listing audio devices{said(native)}. Fix: "
+            f"cannot start audio: PortAudio crashed with {outcome.signal} while "
+            f"reading ALSA's configuration and listing audio devices{said(outcome.native)}. Fix: "
             f"{alsa_config_hint(os.environ)}")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def open_pyaudio(probe: bool = True) -> Any:

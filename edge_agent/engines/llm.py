@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.engines import llm_state
+from edge_agent.engines import gguf, llama_build, llm_state
 from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
 from edge_agent.engines.prompt_budget import Fit, TokenCounter, fit_prompt
 from edge_agent.engines.tool_replies import JsonReplyReader, ToolFormat
 from edge_agent.errors import ConfigError, EngineError, ModelFileError, OutputError
+from edge_agent.printable import shown
 from edge_agent.tomlfile import parse_toml, read_text
 from edge_agent.validate import TextRule, check_text
 
@@ -50,24 +51,14 @@ class LlamaLanguageModel:
         temperature: float,
         seed: int,
     ) -> None:
-        from llama_cpp import Llama
-
         # The configuration checks this too; the engine does not rely on it.
         if max_tokens < 1 or max_tokens >= context_tokens:
             raise EngineError(f"llm.max_tokens ({max_tokens}) must be at least 1 and less than "
                               f"llm.context_tokens ({context_tokens}): the prompt and the reply "
                               "share the context; raise llm.context_tokens or lower "
                               "llm.max_tokens")
-        try:
-            self._llama: Any = Llama(
-                model_path=str(model_path),
-                n_ctx=context_tokens,
-                n_threads=threads,
-                seed=seed,
-                verbose=False,
-            )
-        except Exception as exc:
-            raise ModelFileError(model_path, f"llama.cpp cannot load it as a GGUF model ({exc})") from None
+        self._llama: Any = open_llama(model_path, context_tokens=context_tokens, threads=threads,
+                                      seed=seed)
         self._max_tokens = max_tokens
         self._temperature = temperature
         self._tool_formats: dict[str, ToolFormat] = {}
@@ -393,6 +384,26 @@ def _reply(entry: object, source: str, key: str) -> ScriptedReply:
 
 
 def load_language_model(path: Path, **options: Any) -> LlamaLanguageModel:
+    return LlamaLanguageModel(path, **options)
+
+
+def open_llama(path: Path, *, context_tokens: int, threads: int, seed: int,
+               batch_tokens: int = 512) -> Any:
+    """A llama.cpp `Llama` on the GGUF file at `path`, checked in Python first (`gguf`:
+    damaged, truncated, too big for the memory there is) so that llama.cpp's native loader is
+    only given files it can read; ModelFileError (exit 3) otherwise."""
+    from llama_cpp import Llama
+
     if not path.is_file():
         raise ModelFileError(path, "not a file (a GGUF model is one .gguf file)")
-    return LlamaLanguageModel(path, **options)
+    header = gguf.check_model_file(path, context_tokens)
+    try:
+        return Llama(model_path=str(path), n_ctx=context_tokens, n_batch=batch_tokens,
+                     n_threads=threads, seed=seed, verbose=False)
+    except Exception as exc:
+        raise ModelFileError(
+            path, f"llama-cpp-python {llama_build.version()} cannot load this GGUF model of "
+            f"architecture {shown(header.architecture, 80)!r} ({exc}): an architecture this llama.cpp does "
+            "not know, or damaged tensors",
+            "Fix: choose a model of an architecture llama.cpp supports (llama, qwen2, gemma3, "
+            "phi3, ...), or upgrade llama-cpp-python") from None

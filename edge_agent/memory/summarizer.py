@@ -24,7 +24,7 @@ from edge_agent.engines.llm import chat_formatter
 from edge_agent.engines.llm_shared import set_aside
 from edge_agent.engines.llm_state import ChunkPacer, cached_prefix, evaluate
 from edge_agent.engines.prompt_budget import head, longest, tail
-from edge_agent.errors import ConfigError, EngineError, ModelFileError
+from edge_agent.errors import ConfigError, EngineError
 from edge_agent.plugins import load_plugin
 
 
@@ -230,17 +230,11 @@ class LlamaSummarizer:
 
 
 def _own_llama(model_path: Path, context_tokens: int, threads: int) -> Any:
-    from llama_cpp import Llama
+    from edge_agent.engines.llm import open_llama
 
-    if not model_path.is_file():
-        raise ModelFileError(model_path, "not a file (a GGUF model is one .gguf file)")
-    try:
-        # n_batch 32: no call evaluates more at once (chunks are at most 32 tokens).
-        return Llama(model_path=str(model_path), n_ctx=context_tokens, n_batch=32,
-                     n_threads=threads, seed=0, verbose=False)
-    except Exception as exc:
-        raise ModelFileError(model_path, f"llama.cpp cannot load it as a GGUF model ({exc})"
-                             ) from None
+    # 32 tokens a batch: no call evaluates more at once (chunks are at most 32 tokens).
+    return open_llama(model_path, context_tokens=context_tokens, threads=threads, seed=0,
+                      batch_tokens=32)
 
 
 def load_summarizer(name: str, *, model_path: Path | None, source: str, key: str, threads: int,
