@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import tempfile
@@ -31,10 +32,19 @@ _MEANINGS = {
     signal.SIGKILL: "killed: out of memory, or by another process",
 }
 
-NO_CORE_FILE = ("import resource\n"
-                "resource.setrlimit(resource.RLIMIT_CORE, "
+NO_CORE_FILE = ("import contextlib, resource\n"
+                "with contextlib.suppress(OSError, ValueError):\n"
+                "    resource.setrlimit(resource.RLIMIT_CORE, "
                 "(0, resource.getrlimit(resource.RLIMIT_CORE)[1]))\n")
-"""Python a child runs first: the crash it exists to catch must not leave a core file."""
+"""Python a child runs first: the crash it exists to catch must not leave a core file. Where
+setrlimit is not allowed (the service unit's SystemCallFilter= denies @resources) the child
+goes on: the core then goes wherever the system sends them."""
+
+
+def forbid_core_files() -> None:
+    """`NO_CORE_FILE`, for a child that runs this package's code (`python -m ...`)."""
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
 
 
 @dataclass(frozen=True)

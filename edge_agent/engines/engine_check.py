@@ -5,8 +5,8 @@ compiled for instructions this CPU does not execute dies by a signal on first us
 the agent with it: under systemd, a restart loop with nothing in the journal but "code=dumped".
 `check_engine` loads the configured engine in a child (`python -m
 edge_agent.engines.engine_check KIND`, the config pickled on its stdin), runs it once (the LLM
-generates 16 tokens on one thread, the voice says a word, the recognizer hears half a second, the VAD scores
-frames), and reports how long each took, or the signal and the stage it died in, with the fix.
+generates 16 tokens on one thread, the voice says a word, the recognizer hears half a second,
+the VAD scores frames), and reports how long each took, or the signal and the stage it died in, with the fix.
 
 `edge-agent doctor` checks every engine this way. `edge-agent run` checks the LLM before it
 loads it (`ensure_llm_runs`): the only engine compiled on the user's machine, so the only one
@@ -26,7 +26,6 @@ import json
 import os
 import pickle
 import platform
-import resource
 import sys
 import time
 from collections.abc import Callable
@@ -34,21 +33,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.child_probe import ChildOutcome, run_child
+from edge_agent.child_probe import ChildOutcome, forbid_core_files, run_child
 from edge_agent.config import Config
 from edge_agent.engines import llama_build
 from edge_agent.errors import EdgeAgentError, EngineError
 from edge_agent.printable import clip
 
-KINDS = ("vad", "stt", "tts", "llm")
 CHECK_TIMEOUT_S = 300.0
 """A child that has not loaded and run its engine by then is killed (SmolLM2 takes ~1.5 s, a
 1.5B model ~10 s on a Pi 5)."""
 CACHE_NAME = "engine-checks.json"
-_NAMES = {"vad": "the voice activity detector (onnxruntime)",
-          "stt": "the recognizer (onnxruntime)", "tts": "the voice (Piper on onnxruntime)",
-          "llm": "the LLM (llama.cpp)"}
-_RUNTIMES = {"vad": ("onnxruntime",), "stt": ("onnxruntime",), "tts": ("onnxruntime", "piper-tts")}
+_NAMES = {"vad": "the voice activity detector (onnxruntime)", "stt": "the recognizer",
+          "tts": "the voice (Piper on onnxruntime)", "llm": "the LLM (llama.cpp)"}
+_RUNTIMES = {"vad": ("onnxruntime",), "tts": ("onnxruntime", "piper-tts"),
+             "moonshine": ("onnxruntime",), "pocketsphinx": ("pocketsphinx",),
+             "vosk": ("vosk",)}
+"""The packages whose native code runs each engine (the recognizer by `stt.engine`)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,8 @@ def check_engine(config: Config, kind: str, timeout_s: float = CHECK_TIMEOUT_S) 
     if "error" in stages:
         error = stages["error"]
         raise EngineCheckFailed(str(error["message"]), int(error["exit_code"]))
-    raise _crash(kind, outcome, stage=_last_stage(stages), timeout_s=timeout_s)
+    runtime = config.stt_engine if kind == "stt" else kind
+    raise _crash(kind, runtime, outcome, stage=_last_stage(stages), timeout_s=timeout_s)
 
 
 def _child_env() -> dict[str, str]:
@@ -127,7 +128,8 @@ def _last_stage(stages: dict[str, dict[str, Any]]) -> str:
     return "running it" if "loaded" in stages else "loading it" if "load" in stages else "starting"
 
 
-def _crash(kind: str, outcome: ChildOutcome, stage: str, timeout_s: float) -> EngineCrash:
+def _crash(kind: str, runtime: str, outcome: ChildOutcome, stage: str, timeout_s: float
+           ) -> EngineCrash:
     native = _native_words(outcome.native)
     said = f"; it printed: {native}" if native else ""
     if outcome.returncode is None:
@@ -137,9 +139,9 @@ def _crash(kind: str, outcome: ChildOutcome, stage: str, timeout_s: float) -> En
                            "timeout", stage)
     if not outcome.crashed:
         return EngineCrash(f"{_NAMES[kind]} exited with status {outcome.returncode} while "
-                           f"{stage}{said}. Fix: {_fix(kind, '', stage)}", "", stage)
+                           f"{stage}{said}. Fix: {_fix(runtime, '', stage)}", "", stage)
     return EngineCrash(f"{_NAMES[kind]} crashed with {outcome.signal} while {stage}{said}. "
-                       f"Fix: {_fix(kind, outcome.signal, stage)}", outcome.signal, stage)
+                       f"Fix: {_fix(runtime, outcome.signal, stage)}", outcome.signal, stage)
 
 
 def _native_words(text: str) -> str:
@@ -147,15 +149,15 @@ def _native_words(text: str) -> str:
     return clip(" | ".join(lines[-3:]), 400)
 
 
-def _fix(kind: str, signal: str, stage: str) -> str:
-    if kind == "llm":
+def _fix(runtime: str, signal: str, stage: str) -> str:
+    if runtime == "llm":
         build = (f"reinstall llama-cpp-python built for any CPU (this one is "
                  f"{_llama_build_words()}): {llama_build.reinstall_command()}")
         if stage == "loading it" and not signal.startswith("SIGILL"):
             return (f"the model file may be damaged (`edge-agent models verify`, or download it "
                     f"again); otherwise {build}")
         return build
-    packages = " ".join(f"'{name}=={_version(name)}'" for name in _RUNTIMES[kind])
+    packages = " ".join(f"'{name}=={_version(name)}'" for name in _RUNTIMES[runtime])
     return (f"reinstall its runtime: pip install --force-reinstall --no-deps {packages}; if it "
             "still crashes, the model file may be damaged (`edge-agent models verify`)")
 
@@ -300,7 +302,7 @@ def _run_once(kind: str, engine: Any) -> str:
 
 def child_main(kind: str) -> int:
     """The child: load, run once, say each stage on stdout as one JSON line."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    forbid_core_files()
     try:
         config = pickle.loads(sys.stdin.buffer.read())
         loader = _loaders(config)[kind]

@@ -56,12 +56,26 @@ def version() -> str:
         return "not installed"
 
 
+BASELINE_OFF = {"avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "bmi2": "BMI2", "avx": "AVX"}
+"""x86 flags the portable build assumes, and its option that turns each off: an x86-64 CPU
+without them (an Atom or Celeron kiosk board) needs a build without them."""
+
+
+def cmake_args_for(flags: frozenset[str] | None) -> str:
+    """The portable options, less what this x86 CPU lacks (its flags; None: unknown)."""
+    if flags is None or "sse4_2" not in flags:  # not x86, or flags unread: the plain portable
+        return PORTABLE_CMAKE_ARGS
+    lacking = [option for flag, option in BASELINE_OFF.items() if flag not in flags]
+    return " ".join([PORTABLE_CMAKE_ARGS, *(f"-DGGML_{option}=OFF" for option in lacking)])
+
+
 def reinstall_command() -> str:
-    """The command that replaces the installed llama-cpp-python by the portable build."""
+    """The command that replaces the installed llama-cpp-python by a portable build this CPU
+    can run."""
     pinned = version()
     wanted = f"llama-cpp-python=={pinned}" if pinned != "not installed" else "llama-cpp-python"
-    return (f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install --force-reinstall --no-cache-dir '
-            f"--no-deps '{wanted}'")
+    return (f'CMAKE_ARGS="{cmake_args_for(cpu_flags())}" pip install --force-reinstall '
+            f"--no-cache-dir --no-deps '{wanted}'")
 
 
 def parse_features(system_info: str) -> frozenset[str]:

@@ -403,7 +403,7 @@ def open_llama(path: Path, *, context_tokens: int, threads: int, seed: int,
     except Exception as exc:
         raise ModelFileError(
             path, f"llama-cpp-python {llama_build.version()} cannot load this GGUF model of "
-            f"architecture {shown(header.architecture, 80)!r} ({exc}): an architecture this llama.cpp does "
-            "not know, or damaged tensors",
+            f"architecture {shown(header.architecture, 80)!r} ({exc}): an architecture this "
+            "llama.cpp does not know, or damaged tensors",
             "Fix: choose a model of an architecture llama.cpp supports (llama, qwen2, gemma3, "
             "phi3, ...), or upgrade llama-cpp-python") from None

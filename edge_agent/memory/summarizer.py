@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from edge_agent.engines.llm import chat_formatter
+from edge_agent.engines.llm import chat_formatter, open_llama
 from edge_agent.engines.llm_shared import set_aside
 from edge_agent.engines.llm_state import ChunkPacer, cached_prefix, evaluate
 from edge_agent.engines.prompt_budget import head, longest, tail
@@ -230,8 +230,6 @@ class LlamaSummarizer:
 
 
 def _own_llama(model_path: Path, context_tokens: int, threads: int) -> Any:
-    from edge_agent.engines.llm import open_llama
-
     # 32 tokens a batch: no call evaluates more at once (chunks are at most 32 tokens).
     return open_llama(model_path, context_tokens=context_tokens, threads=threads, seed=0,
                       batch_tokens=32)
