@@ -174,3 +174,19 @@ def test_a_truncated_smollm2_is_one_line_exit_3(tmp_path: Path, model_path: Call
         out.truncate(whole.stat().st_size // 2)
     line = _one_line(_demo_with_llm(tmp_path, cut))
     assert "it is truncated" in line and "an interrupted download or copy?" in line
+
+
+def test_a_services_memory_limit_counts_without_the_cache_it_can_drop(tmp_path: Path) -> None:
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "self").mkdir(parents=True)
+    (proc / "meminfo").write_text("MemTotal:  4000000 kB\nMemAvailable:  3000000 kB\n")
+    (proc / "self" / "cgroup").write_text("0::/system.slice/edge-agent.service\n")
+    assert gguf.available_memory(proc, cgroups) == 3000000 * 1024  # no cgroup files: RAM only
+    group = cgroups / "system.slice" / "edge-agent.service"
+    group.mkdir(parents=True)
+    (group / "memory.max").write_text(f"{1500 << 20}\n")  # MemoryMax=1500M
+    (group / "memory.current").write_text(f"{900 << 20}\n")
+    (group / "memory.stat").write_text(f"anon {600 << 20}\ninactive_file {200 << 20}\n")
+    assert gguf.available_memory(proc, cgroups) == (1500 - 900 + 200) << 20
+    (group / "memory.max").write_text("max\n")
+    assert gguf.available_memory(proc, cgroups) == 3000000 * 1024

@@ -226,26 +226,37 @@ def memory_needed(header: GgufHeader, file_size: int, context_tokens: int) -> tu
     return weights, kv_cache
 
 
-def available_memory() -> int | None:
-    """Bytes this process can still have: /proc/meminfo's MemAvailable, or less when its
-    cgroup (a systemd unit's MemoryMax=) allows less. None where neither can be read."""
+def available_memory(proc: Path = Path("/proc"), cgroups: Path = Path("/sys/fs/cgroup")
+                     ) -> int | None:
+    """Bytes this process can still have: MemAvailable, or less when its cgroup (a systemd
+    unit's MemoryMax=) allows less. None where neither can be read."""
     limits: list[int] = []
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in (proc / "meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 limits.append(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
     try:
-        relative = Path("/proc/self/cgroup").read_text().strip().splitlines()[-1].split("::", 1)[1]
-        group = Path("/sys/fs/cgroup") / relative.lstrip("/")
+        relative = (proc / "self" / "cgroup").read_text().strip().splitlines()[-1].split("::", 1)[1]
+        group = cgroups / relative.lstrip("/")
         limit = (group / "memory.max").read_text().strip()
         if limit != "max":
-            used = int((group / "memory.current").read_text())
+            # The working set, as the kernel reclaims before it refuses: less the file cache
+            # it can drop (the models' own pages read while loading count in memory.current).
+            used = int((group / "memory.current").read_text()) - _stat(group, "inactive_file")
             limits.append(max(0, int(limit) - used))
     except (OSError, ValueError, IndexError):
         pass
     return min(limits) if limits else None
+
+
+def _stat(group: Path, key: str) -> int:
+    for line in (group / "memory.stat").read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
 
 
 def check_model_file(path: Path, context_tokens: int, available: int | None = None) -> GgufHeader:
