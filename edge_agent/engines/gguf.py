@@ -65,13 +65,16 @@ class HeaderError(Exception):
 @dataclass
 class GgufHeader:
     version: int
+    """GGUF format version (2 or 3)."""
     metadata: dict[str, object] = field(default_factory=dict)
-    """Scalar and string values by key; arrays are left out except small integer ones."""
+    """Scalar and string values by key; of the arrays only numeric ones of up to 1024 values
+    (per-layer hyperparameters), not a tokenizer's."""
     data_offset: int = 0
     """Where tensor data begins."""
     data_end: int = 0
     """Where the last tensor's data ends, as far as the tensor types are known."""
     tensor_count: int = 0
+    """How many tensors the header describes."""
 
     @property
     def architecture(self) -> str:
