@@ -86,7 +86,7 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
     scripted = _scripted_llm(config, replies)
     paths = resolve_models(config, catalog, with_llm=scripted is None)
     if crash_checked and scripted is None:
-        ensure_llm_runs(config, paths["llm"], config.data_path)
+        ensure_llm_runs(config, paths["llm"])
     # The voice and the recognizer are rewritten in memory while they load (temporary copies
     # of ~60-90 MB each, given back right after): loaded first and one at a time, their copies
     # never sit on top of everything else, which keeps the start-up peak lowest.

@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 NATIVE_TAIL = 64 * 1024
@@ -32,17 +33,10 @@ _MEANINGS = {
     signal.SIGKILL: "killed: out of memory, or by another process",
 }
 
-NO_CORE_FILE = ("import contextlib, resource\n"
-                "with contextlib.suppress(OSError, ValueError):\n"
-                "    resource.setrlimit(resource.RLIMIT_CORE, "
-                "(0, resource.getrlimit(resource.RLIMIT_CORE)[1]))\n")
-"""Python a child runs first: the crash it exists to catch must not leave a core file. Where
-setrlimit is not allowed (the service unit's SystemCallFilter= denies @resources) the child
-goes on: the core then goes wherever the system sends them."""
-
-
 def forbid_core_files() -> None:
-    """`NO_CORE_FILE`, for a child that runs this package's code (`python -m ...`)."""
+    """What a probe child does first: the crash it exists to catch must not leave a core file.
+    Where setrlimit is not allowed (the service unit's SystemCallFilter= denies @resources) the
+    child goes on: the core then goes wherever the system sends them."""
     with contextlib.suppress(OSError, ValueError):
         resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
 
@@ -73,6 +67,15 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
     meaning = _MEANINGS.get(known)
     return f"{known.name} ({meaning})" if meaning else known.name
+
+
+def python_child_env() -> dict[str, str]:
+    """The environment for a `sys.executable` child that imports this very edge_agent,
+    wherever it was imported from (a checkout too)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 def scratch_file() -> IO[bytes]:

@@ -7,7 +7,8 @@ Part of the command line. One line per check on stdout:
 
 then a count. The checks (`edge_agent.doctor`): config and data dir; cpu, ram, disk; the memory
 database (read-only); PortAudio, the audio devices, a tone on the output and 1 s from the
-input; every model the config uses (present, sha256-verified, loaded once). `--quick` checks
+input; every model the config uses (present, sha256-verified, loaded and run once in a child
+process, so that a native crash is a FAIL line). `--quick` checks
 model files by size instead of hashing them and runs SQLite's quick_check instead of its
 integrity_check. `--json FILE` also writes the results (`DoctorRecord`: checks, ok, machine)
 for fleet tooling; `--json -` prints them on stdout, the lines then going to stderr.

@@ -7,8 +7,11 @@ microphone (16 kHz mono), each closed in a `finally` and waited on with a deadli
 ever. ALSA's chatter is kept off the terminal (and quoted in a failure) as at start-up.
 
 Models are checked the way `run` uses them: resolved through the catalog, hashed (sizes only
-with --quick), and loaded once each, timed, with the process's resident memory before and
-after (a rough figure: freed memory is not always given back to the system).
+with --quick), then each engine loaded and run once in a child process
+(`engines.engine_check`), timed, with the child's resident memory before and after loading:
+an engine that dies by a signal is its FAIL line, never the doctor's death. The LLM line
+also says which llama.cpp build runs it (`engines.llama_build`) and warns when it was built
+for one CPU.
 """
 
 from __future__ import annotations
@@ -286,7 +289,6 @@ def _model(config: Config, catalog: Catalog, use: ModelUse, quick: bool) -> Chec
         if problems:
             return check(name, "FAIL", f"{where}: " + "; ".join(problems[:3]), repair)
         hashed = "sizes ok (not hashed: --quick)" if quick else "sha256 ok"
-        path = status.path
     else:
         path = catalog.resolve(reference, use.kind, use.key, config.source)
         where, hashed = str(path), "a path, not a catalog model: nothing to verify against"

@@ -133,17 +133,17 @@ def test_a_passed_check_is_remembered_for_this_build_cpu_and_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_path: Callable[[str], Path]) -> None:
     smollm2 = model_path("smollm2-135m")
     config = Config(data_dir=str(tmp_path / "data"))
-    engine_check.ensure_llm_runs(config, smollm2, config.data_path)
+    engine_check.ensure_llm_runs(config, smollm2)
     cache = config.data_path / engine_check.CACHE_NAME
     assert len(json.loads(cache.read_text())["passed"]) == 1
     assert cache.stat().st_mode & 0o077 == 0
     # Any child from now on would crash: a remembered check starts none.
     crashing = _crashing_llama(tmp_path, monkeypatch, when="run")
-    engine_check.ensure_llm_runs(config, smollm2, config.data_path)
+    engine_check.ensure_llm_runs(config, smollm2)
     # Another model file is another check, and this one crashes.
     with pytest.raises(EngineCrash, match="crashed with SIGILL"):
         engine_check.ensure_llm_runs(dataclasses.replace(config, llm=crashing.llm),
-                                     Path(crashing.llm.model), config.data_path)
+                                     Path(crashing.llm.model))
     assert len(json.loads(cache.read_text())["passed"]) == 1
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.child_probe import NO_CORE_FILE, read_tail, run_child, scratch_file
+from edge_agent.child_probe import python_child_env, read_tail, run_child, scratch_file
 from edge_agent.errors import AudioDeviceError
 
 SYSTEM_ALSA_CONF = Path("/usr/share/alsa/alsa.conf")
@@ -52,7 +52,8 @@ _NOISE = re.compile(
     r"jack server is not running|JackShmReadWritePtr|Cannot connect to server (socket|request)")
 """JACK's complaints when no JACK server runs: printed on every start, never the cause."""
 _PROBE = (
-    NO_CORE_FILE +
+    "from edge_agent.child_probe import forbid_core_files\n"
+    "forbid_core_files()\n"
     "from pyaudio import _portaudio as pa\n"
     "pa.initialize()\n"
     "pa.terminate()\n"
@@ -143,7 +144,7 @@ def _probe_portaudio(timeout: float = PROBE_TIMEOUT) -> None:
     if not sys.executable:
         return  # embedded interpreter: nothing to run the probe with
     try:
-        outcome = run_child([sys.executable, "-c", _PROBE], timeout)
+        outcome = run_child([sys.executable, "-c", _PROBE], timeout, env=python_child_env())
     except OSError:
         return  # cannot start a child: fall back to initialising in-process only
     if outcome.returncode is None:

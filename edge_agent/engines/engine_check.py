@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -33,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.child_probe import ChildOutcome, forbid_core_files, run_child
+from edge_agent.bench.machine import cpu_model
+from edge_agent.child_probe import ChildOutcome, forbid_core_files, python_child_env, run_child
 from edge_agent.config import Config
 from edge_agent.engines import llama_build
 from edge_agent.errors import EdgeAgentError, EngineError
@@ -76,10 +76,10 @@ class EngineCrash(EngineError):
     """The engine killed its process (a signal) or never finished; says which stage and how to
     fix it."""
 
-    def __init__(self, message: str, signal: str, stage: str) -> None:
+    def __init__(self, message: str, signal: str) -> None:
         super().__init__(message)
         self.signal = signal
-        self.stage = stage
+        """`SIGILL (illegal instruction)`, "timeout", or "" for a plain non-zero exit."""
 
 
 def check_engine(config: Config, kind: str, timeout_s: float = CHECK_TIMEOUT_S) -> EngineRun:
@@ -89,7 +89,7 @@ def check_engine(config: Config, kind: str, timeout_s: float = CHECK_TIMEOUT_S) 
                           "(an embedded Python)")
     argv = [sys.executable, "-m", "edge_agent.engines.engine_check", kind]
     try:
-        outcome = run_child(argv, timeout_s, stdin=pickle.dumps(config), env=_child_env())
+        outcome = run_child(argv, timeout_s, stdin=pickle.dumps(config), env=python_child_env())
     except OSError as exc:
         raise EngineError(f"cannot start a process to check {_NAMES[kind]}: {exc}") from None
     stages = _stages(outcome.stdout)
@@ -102,14 +102,6 @@ def check_engine(config: Config, kind: str, timeout_s: float = CHECK_TIMEOUT_S) 
         raise EngineCheckFailed(str(error["message"]), int(error["exit_code"]))
     runtime = config.stt_engine if kind == "stt" else kind
     raise _crash(kind, runtime, outcome, stage=_last_stage(stages), timeout_s=timeout_s)
-
-
-def _child_env() -> dict[str, str]:
-    """The child imports this very edge_agent, wherever it was imported from (a checkout)."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def _stages(stdout: str) -> dict[str, dict[str, Any]]:
@@ -136,12 +128,12 @@ def _crash(kind: str, runtime: str, outcome: ChildOutcome, stage: str, timeout_s
         return EngineCrash(f"{_NAMES[kind]} did not finish loading and running once within "
                            f"{timeout_s:.0f} s ({stage}){said}. Fix: the machine may be "
                            "swapping or far too slow for this model: choose a smaller one",
-                           "timeout", stage)
+                           "timeout")
     if not outcome.crashed:
         return EngineCrash(f"{_NAMES[kind]} exited with status {outcome.returncode} while "
-                           f"{stage}{said}. Fix: {_fix(runtime, '', stage)}", "", stage)
+                           f"{stage}{said}. Fix: {_fix(runtime, '', stage)}", "")
     return EngineCrash(f"{_NAMES[kind]} crashed with {outcome.signal} while {stage}{said}. "
-                       f"Fix: {_fix(runtime, outcome.signal, stage)}", outcome.signal, stage)
+                       f"Fix: {_fix(runtime, outcome.signal, stage)}", outcome.signal)
 
 
 def _native_words(text: str) -> str:
@@ -157,7 +149,8 @@ def _fix(runtime: str, signal: str, stage: str) -> str:
             return (f"the model file may be damaged (`edge-agent models verify`, or download it "
                     f"again); otherwise {build}")
         return build
-    packages = " ".join(f"'{name}=={_version(name)}'" for name in _RUNTIMES[runtime])
+    packages = " ".join(f"'{name}=={llama_build.installed_version(name)}'"
+                        for name in _RUNTIMES[runtime])
     return (f"reinstall its runtime: pip install --force-reinstall --no-deps {packages}; if it "
             "still crashes, the model file may be damaged (`edge-agent models verify`)")
 
@@ -171,20 +164,14 @@ def _llama_build_words() -> str:
     return llama_build.describe(llama_build.parse_features(outcome.stdout))
 
 
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
-
-
 # -- the start-up check ----------------------------------------------------------------------
 
-def ensure_llm_runs(config: Config, model: Path, cache_dir: Path) -> None:
-    """Raise EngineCrash when the configured LLM crashes in a child; remembered when it runs.
-    A clean failure is left to the in-process load, which reports it with its own message."""
+def ensure_llm_runs(config: Config, model: Path) -> None:
+    """Raise EngineCrash when the configured LLM (at `model`) crashes in a child; remembered
+    in the data dir when it runs. A clean failure is left to the in-process load, which reports
+    it with its own message."""
     key = _check_key(model)
-    cache = cache_dir / CACHE_NAME
+    cache = config.data_path / CACHE_NAME
     if key is not None and key in _remembered(cache):
         return
     try:
@@ -202,7 +189,7 @@ def _check_key(model: Path) -> str | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     flags = llama_build.cpu_flags()
-    parts = [platform.release(), sys.version, " ".join(sorted(flags or ())), _cpu_model()]
+    parts = [platform.release(), sys.version, " ".join(sorted(flags or ())), cpu_model()]
     library = Path(spec.submodule_search_locations[0]) / "lib"
     try:
         for path in [*sorted(library.glob("*.so*")), model]:
@@ -211,12 +198,6 @@ def _check_key(model: Path) -> str | None:
     except OSError:
         return None
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def _cpu_model() -> str:
-    from edge_agent.bench.machine import cpu_model
-
-    return cpu_model()
 
 
 def _remembered(cache: Path) -> list[str]:
@@ -242,13 +223,12 @@ def _say(stage: str, **fields: Any) -> None:
 
 
 def _resident() -> int | None:
+    from edge_agent.bench.service_child import memory_kb
+
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return memory_kb(os.getpid())["VmRSS"] * 1024
+    except (OSError, KeyError):
+        return None
 
 
 def _loaders(config: Config) -> dict[str, Callable[[], Any]]:

@@ -49,9 +49,9 @@ CPU_FLAGS = {
 _FEATURE = re.compile(r"(\w+) = 1\b")
 
 
-def version() -> str:
+def installed_version(package: str = "llama-cpp-python") -> str:
     try:
-        return importlib.metadata.version("llama-cpp-python")
+        return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
 
@@ -72,7 +72,7 @@ def cmake_args_for(flags: frozenset[str] | None) -> str:
 def reinstall_command() -> str:
     """The command that replaces the installed llama-cpp-python by a portable build this CPU
     can run."""
-    pinned = version()
+    pinned = installed_version()
     wanted = f"llama-cpp-python=={pinned}" if pinned != "not installed" else "llama-cpp-python"
     return (f'CMAKE_ARGS="{cmake_args_for(cpu_flags())}" pip install --force-reinstall '
             f"--no-cache-dir --no-deps '{wanted}'")
@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
         return 2
     features = compiled_features()
     missing = unsupported_features(features, cpu_flags())
-    print(f"llama-cpp-python {version()}: {describe(features)}"
+    print(f"llama-cpp-python {installed_version()}: {describe(features)}"
           + (f"; this CPU lacks {' '.join(missing)}" if missing else ""))
     return 0 if features <= PORTABLE_FEATURES and not missing else 1
 

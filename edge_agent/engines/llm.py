@@ -402,7 +402,7 @@ def open_llama(path: Path, *, context_tokens: int, threads: int, seed: int,
                      n_threads=threads, seed=seed, verbose=False)
     except Exception as exc:
         raise ModelFileError(
-            path, f"llama-cpp-python {llama_build.version()} cannot load this GGUF model of "
+            path, f"llama-cpp-python {llama_build.installed_version()} cannot load this GGUF model of "
             f"architecture {shown(header.architecture, 80)!r} ({exc}): an architecture this "
             "llama.cpp does not know, or damaged tensors",
             "Fix: choose a model of an architecture llama.cpp supports (llama, qwen2, gemma3, "
