@@ -7,15 +7,18 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.errors import ConfigError
+from edge_agent.files import TEXT_FILE_LIMIT, read_capped
 
 
-def read_text(path: Path, what: str) -> str:
+def read_text(path: Path, what: str, limit: int = TEXT_FILE_LIMIT) -> str:
+    """The text of `path`, read whole up to `limit` bytes; ConfigError naming `what` otherwise."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_capped(path, limit).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(str(path), "", f"{what} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), "", f"cannot read {what}: {exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(str(path), "", f"cannot read {what}: {reason}") from None
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from edge_agent.errors import ConfigError
+from edge_agent.files import RECORD_FILE_LIMIT
 from edge_agent.memory.kept_audio import AudioClip, kept_audio
 from edge_agent.memory.store import MemoryStore
 from edge_agent.session import SessionRecord, named_session, require_database, session_record
+from edge_agent.tomlfile import read_text
 
 _NUMBER, _TEXT, _FLAG, _WHOLE, _OBJECT, _LIST = "a number", "text", "true or false", \
     "a whole number", "an object", "a list"
@@ -67,17 +69,16 @@ def read_session(db_path: Path, session_id: str) -> tuple[SessionRecord, list[Au
 def read_record_file(path: Path, session_id: str | None = None) -> SessionRecord:
     """The session record in the JSON file at `path`; `session_id`, if given, must be (a
     prefix of) the session it records."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise ConfigError(str(path), "", f"cannot read the session record ({reason})") from None
+    text = read_text(path, "the session record", RECORD_FILE_LIMIT)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(str(path), "", f"not JSON ({exc.msg} at line {exc.lineno}, column "
                           f"{exc.colno}): pass a file written by `demo --json` or "
                           "`sessions show --json`") from None
+    except RecursionError:
+        raise ConfigError(str(path), "", "not a session record: arrays or objects nested "
+                          "thousands deep (a record nests a few levels)") from None
     record = checked(data, str(path))
     if session_id and not any(s.startswith(session_id)
                               for s in [record["session_id"], *record["sessions"]]):
