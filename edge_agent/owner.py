@@ -53,8 +53,9 @@ class OwnerThread:
             items: Iterator[T] | None = None
             error: BaseException | None = None
             try:
-                items = make_items()
-                for item in items:
+                # Abandoned before its turn on the thread came: never started at all.
+                items = None if stop.is_set() else make_items()
+                for item in items or ():
                     if stop.is_set():
                         break
                     loop.call_soon_threadsafe(queue.put_nowait, (item, None))

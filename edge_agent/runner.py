@@ -34,6 +34,7 @@ from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_r
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
+from edge_agent.printable import clip
 from edge_agent.service.journal import session_line, session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
 from edge_agent.service.status import LISTENING, device_status, status_after
@@ -125,15 +126,19 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio)
-        caller = ScriptedCaller(clock, mic, log, lines)
+
+        async def greeting_begun() -> bool:
+            await talk.started.wait()
+            return talk.replying
+
+        caller = ScriptedCaller(clock, mic, log, lines, agent_speaks_first=greeting_begun)
 
         async def call_then_idle(talking: asyncio.Task[None]) -> None:
             started = clock.now()
             await _until_first(talking, caller.run(), clock, max_seconds)
-            if caller.unsaid:
-                log.publish(Notice(
-                    f"the call reached its {max_seconds:g} s limit with {len(caller.unsaid)} "
-                    f"caller line(s) never said, from {caller.unsaid[0].say!r}"))
+            if caller.unsaid or caller.cut_short:
+                log.publish(Notice(f"the call reached its {max_seconds:g} s limit"
+                                   + _unfinished(caller.cut_short, caller.unsaid)))
                 return
             left = max_seconds - (clock.now() - started)
             await _until_first(talking, _idle(talk, log, clock), clock, left)
@@ -188,6 +193,17 @@ async def _until_first(talking: asyncio.Task[None], work: Awaitable[Any], clock:
         task.cancel()
         return
     task.result()
+
+
+def _unfinished(cut_short: CallerLine | None, unsaid: list[CallerLine]) -> str:
+    """What of the caller's script a call stopped at its limit did not finish, in words."""
+    parts = []
+    if cut_short is not None:
+        parts.append(f"while the caller was saying {clip(cut_short.say, 80)!r}")
+    if unsaid:
+        parts.append(f"with {len(unsaid)} caller line(s) never said, from "
+                     f"{clip(unsaid[0].say, 80)!r}")
+    return " " + " and ".join(parts)
 
 
 async def _idle(conversation: Conversation, log: EventLog, clock: Clock) -> None:

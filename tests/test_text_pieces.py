@@ -28,9 +28,22 @@ def test_long_clauses_break_at_commas() -> None:
     assert "".join(clauses) == text
 
 
+def test_a_reply_without_punctuation_comes_in_clauses_of_bounded_words() -> None:
+    words = [f"word{i}" for i in range(600)]
+    words[40] = "because"  # a phrase start in the second half of a run: cut before it
+    text = " ".join(words)
+    clauses = _split([text[i : i + 7] for i in range(0, len(text), 7)])
+    assert "".join(clauses) == text
+    assert max(len(clause.split()) for clause in clauses) <= 16
+    assert len(clauses) >= 600 // 16
+    assert any(clause.startswith("because ") for clause in clauses)
+
+
 @given(st.lists(st.text(alphabet="ab .,!?\n", max_size=12), max_size=20))
 def test_every_character_comes_out_once_in_order(pieces: list[str]) -> None:
-    assert "".join(_split(pieces)) == "".join(pieces)
+    clauses = _split(pieces)
+    assert "".join(clauses) == "".join(pieces)
+    assert all(len(clause.split()) <= 16 for clause in clauses)
 
 
 def test_segmenter_onset_and_trailing_silence() -> None:

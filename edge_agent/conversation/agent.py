@@ -105,6 +105,9 @@ class Conversation:
         self._user_turns = 0
         self._session = 0
         self._folding: asyncio.Task[None] | None = None
+        self.started = asyncio.Event()
+        """Set once start-up is done: a session resumed or opened, its greeting begun if it
+        has one, and the loop about to listen."""
 
     @property
     def replying(self) -> bool:
@@ -139,6 +142,7 @@ class Conversation:
             if resumed is None and self._settings.session_start == "immediate":
                 self._open_session("start-up", greet=True)
             upkeep = asyncio.create_task(self._upkeep(), name="memory-upkeep")
+            self.started.set()
             await self._listen()
         finally:
             if upkeep is not None:

@@ -30,7 +30,11 @@ class ClauseSplitter:
     """
 
     def __init__(self, soft_break_chars: int = 60, first_words: int = 1,
-                 first_max_words: int = 8) -> None:
+                 first_max_words: int = 8, max_words: int = 16) -> None:
+        if max_words < 2 or first_max_words > max_words:
+            raise ValueError(f"need 2 <= first_max_words <= max_words, got {first_max_words} "
+                             f"and {max_words}")
+        self._max_words = max_words
         self._buffer = ""
         self._soft_break_chars = soft_break_chars
         self._first_words = first_words
@@ -88,7 +92,18 @@ class ClauseSplitter:
             soft = [m for m in _SOFT_END.finditer(self._buffer) if m.start() >= 20]
             if soft:
                 return soft[0].end()
-        return None
+        return self._word_bound()
+
+    def _word_bound(self) -> int | None:
+        """Where to cut a run of `max_words` whole words that no rule above has cut: before a
+        phrase-starting word in its second half, else after its last word."""
+        words = list(re.finditer(r"\S+\s+", self._buffer))
+        if len(words) < self._max_words:
+            return None
+        for index in range(self._max_words - 1, self._max_words // 2 - 1, -1):
+            if words[index].group().strip().lower() in _PHRASE_STARTS:
+                return words[index].start()
+        return words[self._max_words - 1].end()
 
 
 class MarkerFilter:

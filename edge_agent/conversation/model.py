@@ -43,6 +43,7 @@ class Model:
         self._prewarm: asyncio.Task[None] | None = None
         self._prewarmed: list[ChatMessage] | None = None
         self._state_saved_for: list[ChatMessage] | None = None
+        self._latest_reached_model = False
 
     async def stream(self, messages: list[ChatMessage],
                      failures: list[EngineFailure] | None = None
@@ -52,8 +53,10 @@ class Model:
         is committed when the turn ends, before its answer plays). The model's failure is
         tagged "llm" (and noted in `failures`, for a preparation)."""
         llm, tools = self._llm, self._tools.specs()
+        self._latest_reached_model = False
 
         def generate() -> Iterator[str | ToolCall]:
+            self._latest_reached_model = True
             return llm.stream(messages, tools)
 
         await self._memory.flushed()
@@ -69,8 +72,16 @@ class Model:
                 raise failure from error
 
     async def withdraw(self) -> None:
-        """The latest request was speculative and will not be used."""
-        await self._thread.call(self._llm.withdraw)
+        """The latest request was speculative and will not be used. One stopped before the
+        model saw it took nothing to give back (a script would otherwise hand its previous
+        reply out again)."""
+        await self._thread.call(self._withdraw_if_reached)
+
+    def _withdraw_if_reached(self) -> None:
+        """On the model's thread, after the request's own work there: whether it reached the
+        model is settled by then."""
+        if self._latest_reached_model:
+            self._llm.withdraw()
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """Background work on the model's thread (a summary), queued after a reply's."""

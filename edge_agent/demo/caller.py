@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from edge_agent.audio.pcm import first_loud_sample
@@ -38,18 +38,29 @@ class CallerVoice(Protocol):
 
 class ScriptedCaller:
     def __init__(self, clock: Clock, mic: CallerVoice, log: EventLog,
-                 lines: Sequence[tuple[CallerLine, bytes]]) -> None:
+                 lines: Sequence[tuple[CallerLine, bytes]],
+                 agent_speaks_first: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """`agent_speaks_first`: once the agent has started, whether it is saying something
+        (its greeting) that a first `after_agent_done` line must wait for; without it, the
+        line always waits for a finished reply."""
         self._clock = clock
         self._mic = mic
         self._log = log
         self._lines = list(lines)
+        self._agent_speaks_first = agent_speaks_first
         self._events = log.subscribe()  # subscribed now, so no early event is missed
         self._said = 0
+        self._saying = False
 
     @property
     def unsaid(self) -> list[CallerLine]:
-        """The lines not said (yet): what a call cut short by its time limit never said."""
-        return [line for line, _ in self._lines[self._said:]]
+        """The lines never begun: what a call cut short by its time limit never said."""
+        return [line for line, _ in self._lines[self._said + self._saying:]]
+
+    @property
+    def cut_short(self) -> CallerLine | None:
+        """The line that was being said when the call was stopped, if any."""
+        return self._lines[self._said][0] if self._saying else None
 
     async def run(self) -> None:
         start = self._clock.now()
@@ -58,7 +69,9 @@ class ScriptedCaller:
                 if line.at is not None:
                     await self._clock.sleep_until(start + line.at)
                 elif line.after_agent_done:
-                    if await self._cue(UnitFinalized, "finish its reply"):
+                    if await self._nothing_to_wait_for():
+                        pass
+                    elif await self._cue(UnitFinalized, "finish its reply"):
                         await self._clock.sleep(line.pause)
                 elif line.barge_in_after is not None and await self._cue(
                         PlaybackStarted, "start a reply"):
@@ -66,13 +79,22 @@ class ScriptedCaller:
                 onset = first_loud_sample(pcm)
                 offset = (onset or 0) / self._mic.sample_rate
                 self._log.publish(CallerSpoke(line.say, round(offset, 4)))
+                self._saying = True
                 self._mic.say(pcm)
                 await self._mic.wait_said()
                 self._said += 1
+                self._saying = False
                 while not self._events.empty():  # cues count only after the line was said
                     self._events.get_nowait()
         finally:
             self._log.unsubscribe(self._events)
+
+    async def _nothing_to_wait_for(self) -> bool:
+        """The first line, and the agent is not speaking first (no greeting, or a resumed
+        session): there is no reply to finish."""
+        if self._said or self._agent_speaks_first is None:
+            return False
+        return not await self._agent_speaks_first()
 
     async def _cue(self, kind: type, what: str) -> bool:
         deadline = self._clock.now() + CUE_TIMEOUT
