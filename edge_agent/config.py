@@ -82,6 +82,7 @@ class LlmConfig:
     temperature: float = 0.3
     threads: int = 2
     seed: int = 7
+    """llama.cpp's sampling seed (0..4294967295, a 32-bit unsigned number)."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,8 @@ class ToolsConfig:
     enabled: list[str] = field(default_factory=list)
     """Tools the model may call: built-in names ("book_table") or "package.module:factory"."""
     max_hops: int = 3
-    """Rounds of tool calls one reply may make before it is ended."""
+    """Tool calls one reply may run, exactly (0: tools are neither offered nor run); a call
+    past this is not run and the reply ends."""
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,7 @@ _BOUNDS: dict[str, Bounds] = {
     "llm.temperature": Bounds(0.0, 2.0, advised=(0.0, 1.2),
                               advice="replies above ~1.2 turn incoherent"),
     "llm.threads": Bounds(1, 64),
+    "llm.seed": Bounds(0, 2**32 - 1),  # llama.cpp's seed is a uint32
     "stt.threads": Bounds(1, 64),
     "tts.threads": Bounds(1, 64),
     "tts.length_scale": Bounds(0.3, 3.0, advised=(0.6, 1.8),
@@ -377,7 +380,7 @@ def check_not_writable_by_others(path: Path) -> None:
 def parse_config(text: str, source: str) -> Config:
     data = parse_toml(text, source)
     config: Config = _build(Config, data, source, "")
-    if config.session.start == "wake" and not config.session.wake_phrase.strip():
+    if config.session.start == "wake" and not validate.has_visible_text(config.session.wake_phrase):
         raise ConfigError(source, "session.wake_phrase",
                           'must name the words that open a session when start = "wake"')
     vad = config.vad

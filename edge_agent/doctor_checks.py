@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import json
 import math
 import threading
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from edge_agent.config import Config, ModelUse
 from edge_agent.doctor import CheckRecord, Context, Emit, check, failure, guarded, lower_first
 from edge_agent.engines import llama_build
 from edge_agent.engines.engine_check import EngineCheckFailed, EngineCrash, check_engine
+from edge_agent.engines.tts import read_voice_config, voice_config_path
 from edge_agent.errors import AudioDeviceError
 from edge_agent.models.catalog import Catalog, ModelStatus, load_catalog
 
@@ -139,8 +139,7 @@ def _voice_rate(config: Config) -> int:
     try:
         voice = load_catalog(config.models_dir).resolve(config.tts.voice, "tts", "tts.voice",
                                                          config.source)
-        data = json.loads(voice.with_name(voice.name + ".json").read_text(encoding="utf-8"))
-        return int(data["audio"]["sample_rate"])
+        return int(read_voice_config(voice_config_path(voice))["audio"]["sample_rate"])
     except Exception:  # a missing or odd voice is the model check's to report
         return VOICE_RATE
 

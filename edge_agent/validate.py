@@ -24,6 +24,12 @@ ALLOWED_CONTROLS = frozenset("\t\n\r")
 """Control characters a text value may hold (they read as spaces when spoken)."""
 MAX_TEXT = 100_000
 """Longest text value, in characters: far above any prompt a model's context holds."""
+_INVISIBLE_CATEGORIES = frozenset(("Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp", "Mn", "Me"))
+"""Controls, format characters (U+200B zero-width space, U+2060 word joiner, U+FEFF), spaces and
+marks that only combine with a character before them: none shows anything on its own."""
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+"""Fillers Unicode files as letters or symbols that render as blank (Hangul fillers, the blank
+Braille pattern)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,7 @@ class Bounds:
     """A value that switches the feature off: never suspicious."""
 
     def interval(self) -> str:
-        return (f"{'(' if self.open_low else '['}{self.low:g}, {self.high:g}"
+        return (f"{'(' if self.open_low else '['}{number(self.low)}, {number(self.high)}"
                 f"{')' if self.open_high else ']'}")
 
     def admits(self, value: float) -> bool:
@@ -65,7 +71,7 @@ class TextRule:
     """What a text value may hold."""
 
     required: bool = False
-    """"" (or only spaces) is refused."""
+    """Text with no visible character ("", spaces, a zero-width space) is refused."""
     why: str = ""
     """Why it may not be empty."""
     max_words: int | None = None
@@ -119,11 +125,18 @@ def check_text(value: str, source: str, key: str, rule: TextRule) -> str:
     if len(value) > MAX_TEXT:
         raise ConfigError(source, key, f"is {len(value)} characters long; the most is "
                           f"{MAX_TEXT}")
-    if rule.required and not value.strip():
+    if rule.required and not has_visible_text(value):
         raise ConfigError(source, key, f"must not be empty{': ' + rule.why if rule.why else ''}")
     if rule.max_words is not None and len(value.split()) > rule.max_words:
         warn(source, key, f"{len(value.split())} words: {rule.advice}")
     return value
+
+
+def has_visible_text(value: str) -> bool:
+    """Whether `value` shows at least one character: text of spaces, zero-width and other
+    invisible characters counts as empty wherever text is required."""
+    return any(unicodedata.category(c) not in _INVISIBLE_CATEGORIES and c not in _BLANK_LETTERS
+               and not c.isspace() for c in value)
 
 
 def _is_control(char: str) -> bool:
@@ -133,12 +146,20 @@ def _is_control(char: str) -> bool:
 def _check_number(value: float, source: str, key: str, bounds: Bounds) -> None:
     if not bounds.admits(value):
         why = f": {bounds.why}" if bounds.why and value in (bounds.low, bounds.high) else ""
-        raise ConfigError(source, key, f"must be between {bounds.low:g} and {bounds.high:g} "
+        raise ConfigError(source, key, f"must be between {number(bounds.low)} and "
+                          f"{number(bounds.high)} "
                           f"{bounds.interval()}, got {value!r}{why}")
     if bounds.suspicious(value):
         assert bounds.advised is not None
         low, high = bounds.advised
         warn(source, key, f"{value!r} is outside the advised {low:g}..{high:g}: {bounds.advice}")
+
+
+def number(value: float) -> str:
+    """A bound as a person writes it: whole numbers in full (4294967295, not 4.29497e+09)."""
+    if float(value).is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return f"{value:g}"
 
 
 def warn(source: str, key: str, reason: str) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.config import Config, parse_config
+from edge_agent.validate import has_visible_text
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = REPO / "config" / "edge-agent.toml"
@@ -101,6 +102,22 @@ def _dummy_models(tmp_path: Path) -> str:
                      ["'pocketsphinx'", "'vosk'", "'auto'"], id="bad-choice-stt"),
         pytest.param("vad = 3\n", "vad", ["must be a table"], id="section-not-table"),
         pytest.param("data_dir = 5\n", "data_dir", ["must be a string"], id="top-level-type"),
+        pytest.param("[llm]\nseed = -1\n", "llm.seed", ["between 0 and 4294967295", "-1"],
+                     id="seed-negative"),
+        pytest.param("[llm]\nseed = 4294967296\n", "llm.seed", ["between 0 and 4294967295"],
+                     id="seed-past-uint32"),
+        pytest.param("[llm]\nseed = 9223372036854775807\n", "llm.seed",
+                     ["between 0 and 4294967295"], id="seed-int64-max"),
+        pytest.param("[tools]\nmax_hops = -1\n", "tools.max_hops", ["between 0 and 20"],
+                     id="max-hops-negative"),
+        pytest.param('data_dir = "\u200b"\n', "data_dir", ["must not be empty"],
+                     id="zero-width-space"),
+        pytest.param('[memory]\nidentity = "\u2060\u00a0\ufeff\u3000"\n', "memory.identity",
+                     ["must not be empty"], id="invisible-characters"),
+        pytest.param('[tts]\nvoice = "\u3164"\n', "tts.voice", ["must not be empty"],
+                     id="hangul-filler"),
+        pytest.param('[session]\nstart = "wake"\nwake_phrase = "\u200b \u200c"\n',
+                     "session.wake_phrase", ["must name the words"], id="wake-phrase-invisible"),
     ],
 )
 def test_bad_config_is_one_clear_error(tmp_path: Path, body: str, key: str | None,
@@ -146,6 +163,8 @@ def test_bad_config_fails_models_commands_too(tmp_path: Path) -> None:
                      id="missing-say"),
         pytest.param('[[caller]]\nsay = "   "\nat = 1.0\n', "caller[1].say",
                      ["must not be empty"], id="blank-say"),
+        pytest.param('[[caller]]\nsay = "\u200b"\nat = 1.0\n', "caller[1].say",
+                     ["must not be empty"], id="zero-width-say"),
         pytest.param('[[caller]]\nsay = "hi"\nat = 0.5\n'
                      '[[caller]]\nsay = "again"\nat = 1.0\nafter_agent_done = true\n',
                      "caller[2]", ["exactly one of", "at, after_agent_done"],
@@ -318,3 +337,12 @@ def test_a_damaged_model_file_names_the_file_and_the_fix(tmp_path: Path) -> None
     line = _one_clear_error(_edge_agent("-c", str(config), "demo"), MODEL_MISSING)
     assert "cannot use model file" in line and "encoder_model.ort" in line
     assert "point stt.moonshine_model at a good copy" in line
+
+
+@pytest.mark.parametrize(("text", "visible"), [
+    ("hello", True), ("\u200bhi\u200b", True), ("e\u0301", True), ("\u4f60", True),
+    ("", False), (" \t\n", False), ("\u200b", False), ("\u200c\u200d\u2060\ufeff", False),
+    ("\u00a0\u2003\u3000", False), ("\u0301", False), ("\u3164\u2800", False),
+])
+def test_text_with_no_visible_character_counts_as_empty(text: str, visible: bool) -> None:
+    assert has_visible_text(text) is visible

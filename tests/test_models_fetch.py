@@ -44,7 +44,8 @@ class Served:
     "ignore_range" (always 200 with the whole body), "cut_chunked" (chunked encoding, cut inside
     a chunk after `cut_at` bytes), "stall" (full Content-Length, `cut_at` bytes, then nothing
     until `release`), "silent" (no response at all until `release`), "trickle" (one byte every
-    `trickle_s` until done or `release`)."""
+    `trickle_s` until done or `release`), "endless" (no Content-Length: the body, then more
+    bytes for as long as the client reads)."""
     cut_at: int = 0
     trickle_s: float = 0.02
     release: threading.Event = field(default_factory=threading.Event)
@@ -72,7 +73,7 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
                 self.send_error(404)
                 return
             total = len(body)
-            if served.mode in ("stall", "silent", "trickle"):
+            if served.mode in ("stall", "silent", "trickle", "endless"):
                 self._misbehave(body, range_header)
                 return
             if served.mode == "cut_chunked":
@@ -127,6 +128,10 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
                 return
             self._record(range_header, 200)
             self.send_response(200)
+            if served.mode == "endless":
+                self.end_headers()  # no length: the body ends when the connection closes
+                self._send_forever(body)
+                return
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             if served.mode == "stall":
@@ -142,6 +147,16 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
                     return  # the client gave up
                 if served.release.wait(served.trickle_s):
                     return
+
+        def _send_forever(self, body: bytes) -> None:
+            """The body, then zeros until the client hangs up (or the test ends)."""
+            more = bytes(1 << 16)
+            try:
+                self.wfile.write(body)
+                while not served.release.is_set():
+                    self.wfile.write(more)
+            except OSError:
+                return  # the client stopped reading
 
         def _record(self, range_header: str | None, status: int) -> None:
             with served.lock:

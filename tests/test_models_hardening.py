@@ -116,6 +116,12 @@ BAD_MANIFESTS = [
     ("extract-traversal", _manifest_text(files='extract = "../x/"'), "models.m.files[0].extract"),
     ("extract-absolute", _manifest_text(files='extract = "/x"'), "models.m.files[0].extract"),
     ("extract-int", _manifest_text(files="extract = 5"), "models.m.files[0].extract"),
+    ("unpacked-without-extract", _manifest_text(files="unpacked_size = 10"),
+     "models.m.files[0].unpacked_size"),
+    ("unpacked-zero", _manifest_text(files='extract = "a.bin"\nunpacked_size = 0'),
+     "models.m.files[0].unpacked_size"),
+    ("unpacked-string", _manifest_text(files='extract = "a.bin"\nunpacked_size = "1 GB"'),
+     "models.m.files[0].unpacked_size"),
     ("wheel-int", _manifest_text(model="wheel = 3"), "models.m.wheel"),
     ("wheel-no-package", _manifest_text(model='wheel = { path = "a", install = "pip x" }'),
      "models.m.wheel.package"),
@@ -129,6 +135,9 @@ BAD_MANIFESTS = [
      "models.m.wheel.path"),
     ("wheel-install-empty", _manifest_text(
         model='wheel = { package = "p", path = "a", install = "" }'), "models.m.wheel.install"),
+    ("wheel-install-invisible", _manifest_text(
+        model='wheel = { package = "p", path = "a", install = "\u200b\u3000" }'),
+     "models.m.wheel.install"),
     ("wheel-unknown", _manifest_text(
         model='wheel = { package = "p", path = "a", install = "pip x", x = 1 }'),
      "models.m.wheel.x"),
@@ -161,7 +170,7 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
     setup.manifest.write_text(_manifest_text(files="colour = 1"), encoding="utf-8")
     result = _cli(setup, "list", "--manifest", str(setup.manifest))
     _assert_clean_error(result, CONFIG_ERROR)
-    assert "valid keys here: extract, save_as, sha256, size, url" in result.stderr
+    assert "valid keys here: extract, save_as, sha256, size, unpacked_size, url" in result.stderr
 
 
 # --------------------------------------------------------------------------- traversal

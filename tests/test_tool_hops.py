@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.engines.base import ToolCall
 from edge_agent.events import BargeIn, LlmRequest, Notice, ToolUsed, UnitFinalized
@@ -120,12 +122,43 @@ async def test_a_model_that_keeps_calling_tools_is_stopped() -> None:
                 tools=bookings.toolbox())
     task = await h.start()
     h.mic.say(speech(0.6))
-    await h.run_until(lambda: any("still calling tools" in n.text  # type: ignore[attr-defined]
+    await h.run_until(lambda: any("max_hops" in n.text  # type: ignore[attr-defined]
                                   for n in h.events(Notice)))
     await stop(task)
-    assert len(h.llm.requests) == 4  # 1 + max_tool_hops (3)
-    assert len(bookings.made) == 4
+    assert len(bookings.made) == 3  # max_hops (3): exactly that many calls run
+    assert len(h.events(ToolUsed)) == 3
+    assert len(h.llm.requests) == 4  # the fourth asked for a fourth call, which was not run
     assert h.events(UnitFinalized) == []
+
+
+@pytest.mark.parametrize("allowed", [0, 1, 2])
+async def test_max_hops_is_the_number_of_tool_calls_a_turn_may_run(allowed: int) -> None:
+    bookings = Bookings()
+    h = Harness(transcripts=["book"], greeting="", replies=[[BOOK]] * 5,
+                tools=bookings.toolbox(), overrides={"max_tool_hops": allowed})
+    task = await h.start()
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: bool(h.events(Notice)))
+    await stop(task)
+    assert len(bookings.made) == allowed
+    assert len(h.llm.requests) == allowed + 1
+    (notice,) = h.events(Notice)
+    assert f"more than the {allowed} tool call(s)" in notice.text  # type: ignore[attr-defined]
+    # 0: no tool is even offered, so a real model answers in words.
+    assert all(bool(offered) == (allowed > 0) for offered in h.llm.tools_offered)
+
+
+async def test_calls_in_one_hop_count_one_by_one() -> None:
+    bookings = Bookings()
+    two = [BOOK, ToolCall("call-2", "book_table", json.dumps({"time": "8 PM", "people": 2}))]
+    h = Harness(transcripts=["book"], greeting="", replies=[two, "Both booked."],
+                tools=bookings.toolbox(), overrides={"max_tool_hops": 1})
+    task = await h.start()
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: bool(h.events(Notice)))
+    await stop(task)
+    assert bookings.made == []  # two calls asked for, one allowed: neither half is run
+    assert len(h.llm.requests) == 1
 
 
 def test_tool_turns_are_assembled_as_call_and_result() -> None:

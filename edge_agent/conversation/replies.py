@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -71,7 +72,9 @@ class Responder:
         self.memory = memory
         self._playback = Playback(speaker, memory, log, unit_audio, settings.heard_policy)
         self._tools = tools
-        self._model = Model(engines.llm, owner("llm"), memory, tools, settings.prefix_state_dir)
+        # With no tool call allowed, none is offered: the model answers in words.
+        offered = tools if settings.max_tool_hops > 0 else Toolbox()
+        self._model = Model(engines.llm, owner("llm"), memory, offered, settings.prefix_state_dir)
         self._tts_thread = owner("tts")
         self._tools_thread = owner("tools")
         self._tool_jobs: set[asyncio.Future[str]] = set()
@@ -284,7 +287,9 @@ class Responder:
             # for its result.
             await asyncio.wait(set(self._tool_jobs))
         self._prepared = await self._take_prepared(turn, prepared)
-        for hop in range(1, self._settings.max_tool_hops + 2):
+        allowed = self._settings.max_tool_hops
+        used = 0
+        for hop in itertools.count(1):  # ends: each hop returns, or runs a call or more
             if hop == 1 and self._prepared is not None:
                 pieces = self._prepared.pieces()
             else:
@@ -292,11 +297,15 @@ class Responder:
             calls = await self._speak_hop(pieces, speech)
             if not calls:
                 return
+            if used + len(calls) > allowed:
+                break
             for call in calls:
                 await self._use_tool(turn, call)
+            used += len(calls)
         self._log.publish(Notice(
-            f"turn {turn}: the model was still calling tools after "
-            f"{self._settings.max_tool_hops} rounds; its reply ends here"))
+            f"turn {turn}: the model asked for more than the {allowed} tool call(s) "
+            "[tools] max_hops allows per turn; its reply ends here and the call(s) it asked "
+            "for last were not run"))
 
     async def _speak_hop(self, pieces: AsyncIterator[str | ToolCall],
                          speech: Speech) -> list[ToolCall]:

@@ -46,7 +46,8 @@ class ConversationSettings:
     """Where the model's state of the stable prompt prefix is saved for the next start (None:
     not saved)."""
     max_tool_hops: int
-    """Rounds of tool calls one reply may make before it is ended."""
+    """Tool calls one reply may run (0: tools are neither offered nor run); a call past this is
+    not run and the reply ends."""
     session_start: str
     """"immediate" (greet at once), "speech" (the first speech opens a session and is answered)
     or "wake" (an utterance holding `wake_phrase` opens it)."""

@@ -31,8 +31,15 @@ import numpy as np
 from edge_agent.engines.base import RecognizedWord, Transcript
 from edge_agent.engines.ort_session import open_session
 from edge_agent.errors import ModelFileError
+from edge_agent.printable import shown
 
 MODEL_FILES = ("encoder_model.ort", "decoder_model_merged.ort", "tokenizer.bin")
+_PART_INPUTS = {
+    "encoder_model.ort": ("encoder", {"input_values"}),
+    "decoder_model_merged.ort": ("decoder", {"input_ids", "encoder_hidden_states",
+                                             "use_cache_branch"}),
+}
+"""What each model file must take (the decoder also takes past_key_values.*)."""
 _START, _END = 1, 2
 _TOKENS_PER_SECOND = 7.0
 """Cap on decoded tokens per second of audio (speech runs at ~3-5), so that noise or silence,
@@ -84,17 +91,20 @@ class MoonshineRecognizer:
         sessions = []
         for name in MODEL_FILES[:2]:
             try:
-                serialized = quantized_weights_to_matmul_nbits(
-                    load_ort_as_onnx(model_dir / name)).SerializeToString()
+                model = load_ort_as_onnx(model_dir / name)
+            except Exception as exc:  # OrtModelError, or the flatbuffer reader's
+                raise ModelFileError(model_dir / name, f"cannot load it ({exc})") from None
+            _check_part(model_dir, name, [i.name for i in model.graph.input])
+            try:
+                serialized = quantized_weights_to_matmul_nbits(model).SerializeToString()
+                del model
                 sessions.append(open_session(serialized, threads))
                 del serialized
-            except Exception as exc:  # OrtModelError, or onnxruntime's own error types
+            except Exception as exc:  # onnxruntime's own error types
                 raise ModelFileError(model_dir / name, f"cannot load it ({exc})") from None
         self._encoder, self._decoder = sessions
-        self._present = [o.name for o in self._decoder.get_outputs()[1:]]
-        self._layers = sorted({int(n.split(".")[1]) for n in self._present})
-        shape = self._decoder.get_inputs()[2].shape  # [batch, heads, length, head size]
-        self._heads, self._head_size = int(shape[1]), int(shape[3])
+        self._present, self._layers, self._heads, self._head_size = _cache_layout(
+            model_dir / MODEL_FILES[1], self._decoder)
         self._audio = bytearray()
         self._partial: tuple[int, str] = (-1, "")
 
@@ -156,6 +166,50 @@ class MoonshineRecognizer:
         raw = b"".join(self._tokens[i] for i in ids if 0 <= i < len(self._tokens))
         text = raw.decode("utf-8", errors="replace").replace("\u2581", " ")
         return re.sub(r"\s+", " ", text).strip()
+
+
+def _check_part(model_dir: Path, name: str, inputs: list[str]) -> None:
+    """Refuse a model file that is not the part of Moonshine its name says (the encoder where
+    the decoder should be fails only at the first transcription, deep in the loop)."""
+    role, needed = _PART_INPUTS[name]
+    if needed <= set(inputs):
+        return
+    other = next(n for n in _PART_INPUTS if n != name)
+    other_role, other_needed = _PART_INPUTS[other]
+    hint = (f"; it is Moonshine's {other_role}: are {name} and {other} swapped?"
+            if other_needed <= set(inputs) else "")
+    raise ModelFileError(
+        model_dir / name, f"not Moonshine's {role}: it takes {_listed(inputs)}, the {role} "
+        f"takes {_listed(sorted(needed))}{hint}",
+        "Fix: put each file back under its own name, or fetch the model again "
+        "(edge-agent models fetch moonshine-base-en)")
+
+
+def _cache_layout(path: Path, decoder: Any) -> tuple[list[str], list[int], int, int]:
+    """The decoder's present.* outputs, its layers, and its heads and head size (from the
+    past_key_values.* inputs: [batch, heads, length, head size])."""
+    present = [o.name for o in decoder.get_outputs()[1:]]
+    past = [i for i in decoder.get_inputs() if i.name.startswith("past_key_values.")]
+    shape = past[0].shape if past else []
+    try:
+        layers = sorted({int(n.split(".")[1]) for n in present})
+        heads, head_size = int(shape[1]), int(shape[3])
+    except (IndexError, ValueError, TypeError):
+        layers, heads, head_size = [], 0, 0
+    if (not present or not all(n.startswith("present.") for n in present) or not layers
+            or heads < 1 or head_size < 1):
+        raise ModelFileError(path, "not a Moonshine decoder with a key-value cache (its "
+                             "outputs after the logits are not all present.N.*, or its "
+                             "past_key_values.* inputs have no fixed heads and head size)",
+                             "Fix: fetch the model again (edge-agent models fetch "
+                             "moonshine-base-en)")
+    return present, layers, heads, head_size
+
+
+def _listed(names: list[str]) -> str:
+    shown_names = [shown(n, 60) for n in names[:6]]
+    more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+    return (", ".join(shown_names) or "no input") + more
 
 
 def _repeat(tokens: list[int]) -> int:

