@@ -141,3 +141,35 @@ def test_models_fetch_takes_the_model_out_of_the_wheel(
     if wav.is_file():
         pcm, _ = read_wav(wav)
         assert recognizer.transcribe(pcm[: 3 * 32000]).lower().startswith("ever tried")
+
+
+MONOLOGUE = (
+    "I would like to tell you about our trip to the mountains last summer. We drove for six "
+    "hours on a narrow road, and the children counted every cow they saw along the way. When "
+    "we arrived the cabin was cold, so my brother made a fire while I cooked pasta for "
+    "everyone. The next morning we walked to the lake, which was so clear that you could see "
+    "the stones at the bottom. My daughter found a small green frog and wanted to take it "
+    "home, but we told her it would miss its family. In the afternoon it started to rain, and "
+    "we played cards until the evening. On the last day we climbed to the top of the hill and "
+    "watched the sun go down behind the peaks. It was the best holiday we have had in years, "
+    "and we already want to go back next summer with our friends from the city.")
+
+
+def test_long_speech_is_transcribed_in_bounded_windows(
+        piper: Any, moonshine: MoonshineRecognizer) -> None:
+    from edge_agent.audio.pcm import resample
+    from edge_agent.bench.wer import word_error_rate
+    from edge_agent.engines.moonshine import WINDOW_SECONDS
+
+    speech = piper.synthesize(MONOLOGUE)
+    pcm = resample(speech.pcm, speech.sample_rate, 16000)
+    assert len(pcm) / 32000 > 1.5 * WINDOW_SECONDS  # more than one window
+    moonshine.begin()
+    held = []
+    for at in range(0, len(pcm), 3200):
+        moonshine.feed(pcm[at:at + 3200])
+        held.append(moonshine.held_seconds)
+    assert max(held) <= WINDOW_SECONDS + 0.1
+    text = moonshine.end().text
+    # Cuts fall in pauses: the windows' texts join into the whole monologue.
+    assert word_error_rate([(MONOLOGUE, text)]) <= 0.15, text

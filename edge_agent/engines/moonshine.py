@@ -17,6 +17,13 @@ which computes the encoder keys and values; true afterwards, when only the decod
 grows). `tokenizer.bin` is the vocabulary as length-prefixed byte strings (a length byte, or two
 when the first has its high bit set: low 7 bits + next byte << 7); ids 1 and 2 are the start and
 end tokens and "▁" stands for a space.
+
+Long speech: the encoder's memory and time grow faster than the audio (attention over every
+frame), and a caller who talks for minutes must not cost gigabytes (a 15-minute utterance
+peaked at 5.3 GB, and each speculative transcript of it started over). Audio is transcribed in
+windows of at most `WINDOW_SECONDS`: once an utterance holds more, its start, up to the quietest
+moment of the window's last `CUT_SEARCH_SECONDS` (a pause between words, not inside one), is
+transcribed once and kept as text; partials transcribe only the rest.
 """
 
 from __future__ import annotations
@@ -40,6 +47,12 @@ _PART_INPUTS = {
                                              "use_cache_branch"}),
 }
 """What each model file must take (the decoder also takes past_key_values.*)."""
+WINDOW_SECONDS = 20.0
+"""Most audio transcribed in one run (Moonshine was trained on segments of up to ~30 s)."""
+CUT_SEARCH_SECONDS = 5.0
+"""Where in a full window to look for the pause to cut at: its last seconds."""
+_QUIET_FRAME = 480
+"""Samples (30 ms) over which loudness is compared to find that pause."""
 _START, _END = 1, 2
 _TOKENS_PER_SECOND = 7.0
 """Cap on decoded tokens per second of audio (speech runs at ~3-5), so that noise or silence,
@@ -107,18 +120,40 @@ class MoonshineRecognizer:
             model_dir / MODEL_FILES[1], self._decoder)
         self._audio = bytearray()
         self._partial: tuple[int, str] = (-1, "")
+        self._settled: list[str] = []
+
+    @property
+    def held_seconds(self) -> float:
+        """Audio of the utterance not transcribed for good yet (at most `WINDOW_SECONDS`)."""
+        return len(self._audio) / 2 / self.sample_rate
 
     def begin(self) -> None:
         self._audio = bytearray()
         self._partial = (-1, "")
+        self._settled = []
 
     def feed(self, pcm: bytes) -> None:
         self._audio.extend(pcm)
+        while self.held_seconds > WINDOW_SECONDS:
+            cut = self._quietest_cut()
+            self._settled.append(self.transcribe(bytes(self._audio[:cut])))
+            del self._audio[:cut]
+            self._partial = (-1, "")
 
     def partial(self) -> str:
         if self._partial[0] != len(self._audio):
             self._partial = (len(self._audio), self.transcribe(bytes(self._audio)))
-        return self._partial[1]
+        return " ".join(text for text in (*self._settled, self._partial[1]) if text)
+
+    def _quietest_cut(self) -> int:
+        """A byte offset in the window's last `CUT_SEARCH_SECONDS` where it is quietest."""
+        window = int(WINDOW_SECONDS * self.sample_rate)
+        search = int(CUT_SEARCH_SECONDS * self.sample_rate)
+        samples = np.frombuffer(self._audio, dtype=np.int16)[window - search:window]
+        frames = samples[:len(samples) // _QUIET_FRAME * _QUIET_FRAME].astype(np.float32)
+        energy = np.square(frames.reshape(-1, _QUIET_FRAME)).mean(axis=1)
+        quietest = int(np.argmin(energy))
+        return (window - search + quietest * _QUIET_FRAME + _QUIET_FRAME // 2) * 2
 
     def end(self) -> Transcript:
         text = self.partial()
