@@ -247,8 +247,9 @@ def test_a_damaged_database_fails_its_check_with_a_fix_and_is_left_alone(
     config = Config(data_dir=str(data))
     assert _run(config, _args(json=str(tmp_path / "out.json"))) == 1
     line = _lines(capsys.readouterr().out)["memory db"]
-    assert line.startswith(f"FAIL  memory db      {data / 'edge-agent.db'}: not a SQLite "
-                           "database, or damaged (file is not a database). Fix: move it away")
+    assert line.startswith(f"FAIL  memory db      {data / 'edge-agent.db'}: it is not a "
+                           "SQLite database or it is damaged (file is not a database). Fix: it "
+                           "was left untouched: move it away")
     assert (data / "edge-agent.db").read_bytes() == garbage
     assert sorted(p.name for p in data.iterdir()) == ["edge-agent.db"]
     record = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
