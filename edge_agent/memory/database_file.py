@@ -60,11 +60,11 @@ def exists_as_file(path: Path) -> bool:
     return True
 
 
-def read_only_uri(path: Path, *, settled: bool | None = None) -> str:
-    """A read-only SQLite URI for `path`. `settled` (default: no -wal or -journal file next to
-    it) opens it immutable, which creates no -wal or -shm file either."""
-    if settled is None:
-        settled = not any(path.with_name(path.name + end).exists() for end in ("-wal", "-journal"))
+def read_only_uri(path: Path) -> str:
+    """A read-only SQLite URI for `path`: immutable when no -wal or -journal file says a writer
+    may have more (an immutable open creates no -wal or -shm file either, which a read-only
+    open of a WAL database would leave behind, owned by whoever ran it)."""
+    settled = not any(path.with_name(path.name + end).exists() for end in ("-wal", "-journal"))
     mode = "mode=ro&immutable=1" if settled else "mode=ro"
     return f"file:{urllib.parse.quote(str(path))}?{mode}"
 

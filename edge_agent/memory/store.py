@@ -32,7 +32,6 @@ from edge_agent.memory.database_file import (
     checked_state,
     database_error,
     exists_as_file,
-    read_only_uri,
 )
 from edge_agent.memory.schema import SCHEMA_VERSION, NewerSchemaError, migrate
 from edge_agent.memory.writer_lock import WriterLock
@@ -73,8 +72,8 @@ class MemoryStore:
 
     @classmethod
     def open_reader(cls, path: Path) -> MemoryStore:
-        """Open the existing database at `path` read-only, without its writer lock: a reader
-        never waits for the writer nor makes it wait (WAL). An older schema is upgraded first,
+        """Open the existing database at `path` for queries only, without its writer lock: a
+        reader never waits for the writer nor makes it wait (WAL). An older schema is upgraded first,
         which takes the writer lock for a moment."""
         if not exists_as_file(path):
             raise StoreError(path, "it does not exist", "check the config's data_dir")
@@ -85,11 +84,15 @@ class MemoryStore:
             except AlreadyRunningError as exc:
                 raise StoreError(path, f"its schema (version {state.version}) must be upgraded "
                                  f"first, and {exc}", "try again when it stops") from None
+        # Read-write but query-only, not SQLite's read-only mode: a read-only connection leaves
+        # the -wal and -shm files it made behind, owned by whoever read (root, say), where the
+        # agent's user may not open them; the last connection to close removes them.
+        connection = _connect_own(path)
         try:
-            connection = sqlite3.connect(read_only_uri(path, settled=False), uri=True,
-                                         check_same_thread=False, isolation_level=None)
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA query_only = ON")
         except sqlite3.DatabaseError as exc:
+            connection.close()
             raise database_error(path, exc) from None
         return cls(Database(connection), path)
 
