@@ -47,6 +47,7 @@ from edge_agent.memory.kept_audio import AudioKeeper
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.summarizer import ExtractiveSummarizer, Summarizer, load_summarizer
 from edge_agent.memory.writer import StoreWriter
+from edge_agent.memory.writer_lock import WriterLock
 from edge_agent.models.catalog import Catalog, load_catalog
 from edge_agent.owner import Owner, OwnerThread
 from edge_agent.session import SessionRecord, session_record
@@ -282,12 +283,13 @@ def build_summarizer(config: Config, reply_model: LanguageModel,
 
 async def open_memory(config: Config, parts: ConversationParts, log: EventLog,
                       engines: dict[str, str], summarizer: Summarizer,
-                      db_path: Path | None = None) -> Memory:
+                      db_path: Path | None = None, lock: WriterLock | None = None) -> Memory:
     """Open the memory database (exit 8 with one line if it cannot be used) and the
-    conversation's memory on it; old event logs expire."""
+    conversation's memory on it; old event logs expire. `lock`: the database's writer lock,
+    if the caller took it already (else the store takes it: exit 9 if another writer has it)."""
     owner = OwnerThread("store")
     try:
-        store = await owner.call(MemoryStore.open, db_path or config.db_path)
+        store = await owner.call(lambda: MemoryStore.open(db_path or config.db_path, lock=lock))
     except BaseException:
         owner.close()
         raise

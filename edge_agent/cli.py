@@ -170,6 +170,7 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
 
 def _run(config: Config, args: argparse.Namespace) -> int:
     from edge_agent.datadir import data_dir_lock
+    from edge_agent.memory.writer_lock import WriterLock
     from edge_agent.runner import run_live
     from edge_agent.service.notify import SystemdNotifier
 
@@ -195,9 +196,13 @@ def _run(config: Config, args: argparse.Namespace) -> int:
         return await run_live(config, stop, printer=printer,
                               warner=lambda line: printer(line, logging.WARNING),
                               max_seconds=args.duration,
-                              audio_dir=args.audio_dir, notifier=notifier)
+                              audio_dir=args.audio_dir, notifier=notifier, lock=lock)
 
-    with data_dir_lock(config), native_lines_logged() if journal else contextlib.nullcontext():
+    # The memory database's writer lock from the start too: a `demo --db` or a `sessions
+    # delete` on it is refused while the agent answers, and this agent is refused (before
+    # loading models) while one of them writes it.
+    with data_dir_lock(config), WriterLock.acquire(config.db_path) as lock, \
+            native_lines_logged() if journal else contextlib.nullcontext():
         record = asyncio.run(live())
     _write_record(dict(record), args.json)
     return 0

@@ -1,13 +1,17 @@
 """`edge-agent sessions ...` and `edge-agent memory ...`: the memory database for operators.
 
 Part of the command line (messages and exit codes are made here and in `cli`). Every command
-opens the database the config names (`data_dir/edge-agent.db`); it may run while the agent
-runs (WAL: readers never block it, a write waits for the agent's commit at most a few ms).
+opens the database the config names (`data_dir/edge-agent.db`). Reading commands may run while
+the agent runs (read-only; WAL: they never block it); the commands that change it (`sessions
+delete`, `memory forget`, `memory consolidate`) take its writer lock, so they are refused while
+an agent or a `demo --db` writes it, naming that process. Every stored string is printed
+escaped: a transcript or an identity never drives the operator's terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +22,7 @@ from edge_agent.errors import ConfigError
 from edge_agent.jsonfile import json_text, write_json
 from edge_agent.memory.consolidate import consolidate
 from edge_agent.memory.context import KEY_NAMES
+from edge_agent.memory.database_file import database_error, exists_as_file
 from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
 from edge_agent.replay import EXIT_DIFFERS
@@ -60,21 +65,33 @@ def add_parsers(commands: Any) -> None:
                                                   "contradiction, drop expired facts")
 
 
+WRITING = {("sessions", "delete"), ("memory", "forget"), ("memory", "consolidate")}
+"""The commands that change the database: they take its writer lock (refused while an agent
+writes it); every other command only reads."""
+
+
 def run(config: Config, args: argparse.Namespace) -> int:
     path = config.db_path
-    if not path.exists():
-        session_id = getattr(args, "id", None)
+    session_id = getattr(args, "id", None)
+    if session_id is not None and not session_id.strip():
+        raise ConfigError(f"edge-agent {args.command} {args.action}", "ID",
+                          "is empty: give a session id or a prefix of one (`edge-agent sessions "
+                          "list` shows them)")
+    if not exists_as_file(path):
         if session_id is not None:
             require_database(path, session_id)
         print(f"no memory database yet at {path} (the agent creates it on its first run)")
         return 0
-    store = MemoryStore.open(path)
+    writing = (args.command, args.action) in WRITING
+    store = MemoryStore.open(path) if writing else MemoryStore.open_reader(path)
     try:
         if args.command == "sessions" and args.action == "replay":
             return _replay(config, store, args)
         if args.command == "sessions":
             return _sessions(store, args)
         return _memory(store, args)
+    except sqlite3.Error as exc:  # locked by another program, a table gone, a full disk
+        raise database_error(path, exc) from None
     finally:
         store.close()
 
@@ -94,15 +111,16 @@ def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
         rows = store.sessions()
         print(f"{'id':14}{'started (UTC)':21}{'state':8}{'turns':>6}  {'how':10}identity")
         for row in rows:
-            print(f"{row['id']:14}{row['started_at'][:19]:21}{row['state']:8}{row['turns']:>6}  "
-                  f"{row['how']:10}{row['identity']}")
-        print(f"{len(rows)} session(s) in {store.path}")
+            _show(f"{_text(row['id']):14}{_text(row['started_at'])[:19]:21}"
+                  f"{_text(row['state']):8}{row['turns']:>6}  {_text(row['how']):10}"
+                  f"{_text(row['identity'])}")
+        _show(f"{len(rows)} session(s) in {store.path}")
         return 0
     session = named_session(store, args.id)
     session_id = session["id"]
     if args.action == "delete":
         store.delete_session(session_id)
-        print(f"session {session_id} deleted (turns, units, events, requests, summaries and "
+        _show(f"session {session_id} deleted (turns, units, events, requests, summaries and "
               "the facts it gave)")
         return 0
     record = session_record(store, [session_id])
@@ -118,8 +136,8 @@ def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
     if args.json:
         _emit(dict(record), None)
         return 0
-    print(f"session {session_id} ({session['state']}, {session['how']}, started "
-          f"{session['started_at'][:19]} UTC, identity {session['identity']})")
+    _show(f"session {session_id} ({session['state']}, {session['how']}, started "
+          f"{_text(session['started_at'])[:19]} UTC, identity {session['identity']})")
     for turn in record["turns"]:
         if turn["role"] == "tool":
             _show(f"  tool   {turn['name']}({turn['arguments']}) -> {turn['result']}")
@@ -139,7 +157,7 @@ def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
 def _memory(store: MemoryStore, args: argparse.Namespace) -> int:
     if args.action == "forget":
         count = store.forget_fact(args.key)
-        print(f"forgot {count} value(s) of {args.key!r}")
+        _show(f"forgot {count} value(s) of {args.key!r}")
         return 0
     if args.action == "consolidate":
         with store.transaction(durable=True):
@@ -170,6 +188,11 @@ def _emit(data: dict[str, Any], output: Path | None) -> None:
         return
     write_json(data, output)
     print(f"exported to {output}")
+
+
+def _text(value: object) -> str:
+    """A stored value as text (a hand-edited row may hold a number or NULL anywhere)."""
+    return "" if value is None else str(value)
 
 
 def _show(line: str) -> None:

@@ -318,7 +318,10 @@ _BOUNDS: dict[str, Bounds] = {
     "memory.max_facts": Bounds(0, 500),
     "memory.summary_chars": Bounds(80, 20000),
     "memory.session_ttl_s": Bounds(0.0, 31536000.0),
-    "memory.retention_days": Bounds(0.0, 36500.0),
+    "memory.retention_days": Bounds(
+        0.0, 36500.0, open_low=True, why="0 would delete the event logs of every closed session "
+        "at the next start (to keep them, leave the key out for the default 30 days, or set up "
+        "to 36500)"),
     "memory.checkpoint_ms": Bounds(50, 5000),
 }
 _MODEL = "name a model from `edge-agent models list` or a path to its file"

@@ -145,7 +145,7 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
         "system": f"{platform.system()} {platform.release()} {platform.machine()}",
         "edge_agent": __version__, "config": loaded.source, "data_dir": str(loaded.data_path)}
     context = Context(loaded, quick, machine)
-    groups = (_single("data dir", lambda c: _data_dir_line(c.config.data_path), 30),
+    groups = (_single("data dir", lambda c: _data_dir_line(c.config), 30),
               Group(lambda _: ("cpu", "ram", "disk"), _machine, 30),
               _single("memory db", lambda c: database_line(c.config.db_path, c.quick), 600),
               Group(doctor_checks.audio_names, doctor_checks.audio, 90),
@@ -235,17 +235,22 @@ def _check_config(config: Config) -> None:
         ScriptedLanguageModel.from_file(Path(config.llm.script).expanduser())
 
 
-def _data_dir_line(path: Path) -> CheckRecord:
-    """`ensure_data_dir`'s checks, reported; a missing dir is not created (the agent does)."""
+def _data_dir_line(config: Config) -> CheckRecord:
+    """`ensure_data_dir`'s checks (the same function), reported; a missing dir is not created
+    (the agent does)."""
+    from edge_agent.datadir import check_data_dir
+
+    path = config.data_path
     who = f"this user (uid {os.geteuid()})"
     if path.exists():
         if not path.is_dir():
             return check("data dir", "FAIL", f"{path} is a file, not a directory",
                          "point data_dir at a directory (it is created if missing)")
-        if not os.access(path, os.W_OK | os.X_OK):
-            return check("data dir", "FAIL", f"{path} is not writable by {who}",
-                         f"fix its owner or mode (chown/chmod {path}), or point data_dir "
-                         "elsewhere")
+        try:
+            check_data_dir(config)
+        except ConfigError as exc:
+            detail, _, fix = exc.reason.partition(": ")
+            return check("data dir", "FAIL", detail, fix)
         return check("data dir", "ok", f"{path}: exists, writable{_running_note(path)}")
     parent = next(p for p in path.parents if p.exists())
     if not parent.is_dir():
@@ -266,7 +271,7 @@ def _running_note(path: Path) -> str:
     from edge_agent.datadir import LOCK_NAME
 
     with contextlib.suppress(OSError):
-        handle = os.open(path / LOCK_NAME, os.O_RDONLY)
+        handle = os.open(path / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

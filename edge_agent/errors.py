@@ -92,11 +92,13 @@ class StoreError(EdgeAgentError):
     def __init__(self, path: object, reason: str, fix: str) -> None:
         self.path = path
         self.reason = reason
+        self.fix = fix
         super().__init__(f"memory database {path}: {reason}. Fix: {fix}")
 
 
 class AlreadyRunningError(EdgeAgentError):
-    """Another live agent holds the data directory."""
+    """Another live agent holds the data directory, or another edge-agent is writing the memory
+    database (one writer per database)."""
 
     exit_code = 9
 

@@ -34,6 +34,7 @@ from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_r
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
+from edge_agent.memory.writer_lock import WriterLock
 from edge_agent.printable import clip
 from edge_agent.service.journal import session_line, session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
@@ -109,7 +110,11 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     if tools is not None:
         config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
                                                                        enabled=tools))
-    with tempfile.TemporaryDirectory(prefix="edge-agent-demo-") as private:
+    # A user's database is held from the start: a second writer is refused before it spends
+    # seconds loading models, and never interleaves its sessions with ours.
+    lock = WriterLock.acquire(db_path) if db_path is not None else None
+    with lock or contextlib.nullcontext(), \
+            tempfile.TemporaryDirectory(prefix="edge-agent-demo-") as private:
         db_path = db_path or Path(private) / "edge-agent.db"
         parts = conversation_parts(config, call.greeting, db_path)
         # repeatable: the caller's lines are the same audio in every run of the call
@@ -122,7 +127,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
                                 echo_gain=call.echo_gain)
         lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
         log = EventLog(clock)
-        memory = await open_memory(config, parts, log, names, summarizer, db_path)
+        memory = await open_memory(config, parts, log, names, summarizer, db_path, lock)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio)
@@ -223,13 +228,14 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
                    max_seconds: float | None = None, audio_dir: Path | None = None,
                    companion: Callable[[EventLog, Engines], Awaitable[None]] | None = None,
                    loaded: tuple[Engines, dict[str, str]] | None = None,
-                   notifier: SystemdNotifier | None = None) -> SessionRecord:
+                   notifier: SystemdNotifier | None = None,
+                   lock: WriterLock | None = None) -> SessionRecord:
     """The live loop on PyAudio devices until `stop` is set (or `max_seconds` pass). With a
     `companion` (a benchmark's caller), until it is done and the conversation is idle.
     `loaded`: engines already loaded, with their names (else the config's are loaded).
     `notifier` (systemd's, when run as a service) hears READY=1 once the models are loaded and
     the devices open, STATUS= lines as the conversation goes, and watchdog pings from this
-    loop."""
+    loop. `lock`: the memory database's writer lock, if the caller holds it already."""
     from edge_agent.audio.portaudio_host import PortAudioHost
     from edge_agent.audio.portaudio_start import open_pyaudio
     from edge_agent.audio.pyaudio_io import find_device
@@ -273,7 +279,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         logs.append(log)
         summarizer = await asyncio.to_thread(
             build_summarizer, config, engines.llm)
-        memory = await open_memory(config, parts, log, names, summarizer)
+        memory = await open_memory(config, parts, log, names, summarizer, lock=lock)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio)

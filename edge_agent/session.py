@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from edge_agent.errors import ConfigError
+from edge_agent.errors import ConfigError, StoreError
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.store import MemoryStore, Row
+from edge_agent.printable import shown
 
 
 class WordRecord(TypedDict):
@@ -75,20 +76,39 @@ def session_record(store: MemoryStore, session_ids: Sequence[str], run_id: str =
     """The record of `session_ids`, in order, read from the store."""
     ids = list(session_ids)
     first = store.session(ids[0]) if ids else None
+    path = store.path
     return {
         "session_id": ids[0] if ids else run_id,
         "sessions": ids,
-        "engines": json.loads(first["engines"]) if first else {},
+        "engines": _stored_json(first, "engines", dict, path, "sessions") if first else {},
         "turns": [{**_turn_record(row), "session": number}
                   for number, session_id in enumerate(ids, 1)
                   for row in store.turns(session_id)],
-        "units": [_unit_record(row) for session_id in ids
+        "units": [_unit_record(row, path) for session_id in ids
                   for row in store.units([session_id], state="final")],
-        "llm_requests": [{"turn": r["turn"], "hop": r["hop"], "messages": json.loads(r["messages"])}
+        "llm_requests": [{"turn": r["turn"], "hop": r["hop"],
+                          "messages": _stored_json(r, "messages", list, path, "llm_requests")}
                          for r in (store.llm_requests(ids) if ids else [])],
-        "events": [{**json.loads(r["data"]), "run_id": r["run_id"]}
+        "events": [{**_stored_json(r, "data", dict, path, "events"), "run_id": r["run_id"]}
                    for r in (store.events(ids) if ids else [])],
     }
+
+
+def _stored_json(row: Row, column: str, kind: type, path: Path, table: str) -> Any:
+    """A JSON column of a stored row; StoreError naming the row if it is not JSON of that
+    kind (the database is a user's file: another program may have written it)."""
+    text = row[column]
+    try:
+        value = json.loads(text) if isinstance(text, str | bytes) else None
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, kind):
+        key = f"id {row['id']}" if "id" in row else f"unit {row.get('unit_id')!r}"
+        what = "an object" if kind is dict else "a list"
+        raise StoreError(path, f"{table}.{column} of row {shown(key, 80)} is not JSON holding "
+                         f"{what} ({shown(str(text), 60)}): it was changed by another program",
+                         f"repair or delete that row (sqlite3 {path}), or restore a backup")
+    return value
 
 
 def unit_words(finalize: Finalize) -> list[WordRecord]:
@@ -108,10 +128,11 @@ def unit_words(finalize: Finalize) -> list[WordRecord]:
     return words
 
 
-def _unit_record(row: Row) -> UnitRecord:
+def _unit_record(row: Row, path: Path) -> UnitRecord:
     return {"unit_id": row["unit_id"], "generated": row["generated"], "heard": row["heard"],
             "interrupted": row["heard"] != row["generated"], "played_ms": row["played_ms"],
-            "inexact_words": row["inexact_words"], "words": json.loads(row["words"])}
+            "inexact_words": row["inexact_words"],
+            "words": _stored_json(row, "words", list, path, "units")}
 
 
 def _turn_record(row: Row) -> TurnRecord:

@@ -247,8 +247,9 @@ def test_a_damaged_database_fails_its_check_with_a_fix_and_is_left_alone(
     config = Config(data_dir=str(data))
     assert _run(config, _args(json=str(tmp_path / "out.json"))) == 1
     line = _lines(capsys.readouterr().out)["memory db"]
-    assert line.startswith(f"FAIL  memory db      {data / 'edge-agent.db'}: not a SQLite "
-                           "database, or damaged (file is not a database). Fix: move it away")
+    assert line.startswith(f"FAIL  memory db      {data / 'edge-agent.db'}: it is not a "
+                           "SQLite database or it is damaged (file is not a database). Fix: it "
+                           "was left untouched: move it away")
     assert (data / "edge-agent.db").read_bytes() == garbage
     assert sorted(p.name for p in data.iterdir()) == ["edge-agent.db"]
     record = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
@@ -280,6 +281,46 @@ def test_a_newer_database_fails(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert _run(Config(data_dir=str(data)), _args()) == 1
     line = _lines(capsys.readouterr().out)["memory db"]
     assert "written by a newer edge-agent" in line and "Fix: upgrade edge-agent" in line
+
+
+def _symlinked_database(data: Path) -> None:
+    target = data.parent / "elsewhere.db"
+    MemoryStore.open(target).close()
+    (data / "edge-agent.db").symlink_to(target)
+
+
+def _dropped_table(data: Path) -> None:
+    MemoryStore.open(data / "edge-agent.db").close()
+    with sqlite3.connect(data / "edge-agent.db") as connection:
+        connection.execute("DROP TABLE turns")
+    connection.close()
+
+
+@pytest.mark.parametrize(("make", "failing", "said"), [
+    (_symlinked_database, "data dir", "edge-agent.db is a symbolic link, where edge-agent keeps"),
+    (_symlinked_database, "memory db", "it is a symbolic link, not a database file"),
+    (lambda data: (data / "edge-agent.lock").mkdir(), "data dir", "edge-agent.lock is a directory"),
+    (lambda data: (data / "edge-agent.db.writer").symlink_to("/etc/hostname"), "data dir",
+     "edge-agent.db.writer is a symbolic link"),
+    (_dropped_table, "memory db", "its table(s) turns are missing"),
+])
+def test_the_doctor_fails_what_run_refuses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None,
+        make: Any, failing: str, said: str) -> None:
+    """`doctor --quick` asks the same functions `run` asks (`check_data_dir`, the database
+    checks of `memory.database_file`): it says "ok" only for what `run` accepts."""
+    from edge_agent.datadir import data_dir_lock
+
+    data = tmp_path / "data"
+    data.mkdir()
+    make(data)
+    config = Config(data_dir=str(data))
+    assert _run(config, _args()) == 1
+    line = _lines(capsys.readouterr().out)[failing]
+    assert line.startswith(f"FAIL  {failing:15}") and said in line, line
+    with pytest.raises((EdgeAgentError, OSError)) as refused, data_dir_lock(config):
+        MemoryStore.open(config.db_path).close()  # what `run` does first
+    assert isinstance(refused.value, EdgeAgentError), refused.value
 
 
 def test_a_bad_config_is_a_fail_line_and_the_rest_still_runs(

@@ -183,7 +183,7 @@ def test_unknown_sessions_and_missing_inputs_are_errors(
     assert main(["-c", config, "inspect"]) == 2
     assert "give a session id" in capsys.readouterr().err
     assert main(["-c", config, "inspect", "--json", str(tmp_path / "none.json")]) == 2
-    assert "cannot read the session record (No such file or directory)" in \
+    assert "none.json: the session record not found" in \
         capsys.readouterr().err
     record = tmp_path / "session.json"
     record.write_text(json.dumps(_barge_in_record()), encoding="utf-8")

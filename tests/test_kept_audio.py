@@ -28,7 +28,7 @@ async def _barge_in_call(tmp_path: Path, keep_audio: bool) -> Harness:
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 3)
     await stop(task)
     assert h.writer is not None
-    await h.writer.flushed()
+    await h.writer.close()  # one writer per database: the test's store is the next
     return h
 
 

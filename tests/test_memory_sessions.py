@@ -35,7 +35,7 @@ async def _first_visit(db: Path) -> Harness:
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)
     await stop(task)
     assert h.writer is not None
-    await h.writer.flushed()
+    await h.writer.close()  # the agent stops: the next one may write the database
     return h
 
 
@@ -83,7 +83,7 @@ async def test_after_the_ttl_the_session_is_closed_and_its_memory_preloaded(
     system = h.llm.requests[0][0]["content"]
     assert "name: Maria Garcia" in system and "booking id: 4471" in system
     assert "Their previous visit: " in system and "Maria Garcia" in system
-    store = MemoryStore.open(db)
+    store = MemoryStore.open_reader(db)  # a reader: the agent still holds the writer lock
     old = store.session(first.memory.session_ids[0])
     assert old is not None and old["state"] == "closed"
     summary = store.latest_summary(old["id"], "session")
@@ -103,8 +103,11 @@ async def test_a_playing_unit_is_checkpointed_and_recovered_no_further_than_play
     played_ms = h.speaker.played_frames() * 1000 / 16000
     assert h.writer is not None
     await h.writer.flushed()
-    # The agent "dies" here: nothing more is written. A new agent starts on the same file.
-    store = MemoryStore.open(db)
+    # The agent "dies" here: nothing more is written, and the kernel lets its writer lock go.
+    # A new agent starts on the same file.
+    assert h.writer.store.lock is not None
+    h.writer.store.lock.release()
+    store = MemoryStore.open_reader(db)
     (row,) = store.units(h.memory.session_ids, state="playing")
     assert long_reply.startswith(row["heard"]) and row["heard"]
     assert played_ms - 300 <= row["played_ms"] <= played_ms

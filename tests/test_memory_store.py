@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import stat
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
 
 from edge_agent.clock import VirtualClock
 from edge_agent.errors import StoreError
@@ -55,15 +57,27 @@ def test_every_older_schema_migrates_and_keeps_its_rows(tmp_path: Path, older: i
     store.close()
 
 
-def test_the_database_file_is_private_and_in_wal_mode(tmp_path: Path) -> None:
+def test_the_database_file_is_created_private_and_in_wal_mode(tmp_path: Path) -> None:
     path = tmp_path / "data" / "edge-agent.db"
-    path.parent.mkdir()
-    path.touch(mode=0o644)
-    path.chmod(0o644)
-    store = MemoryStore.open(path)
+    saved = os.umask(0)  # the mode is given at creation: no umask needed to make it private
+    try:
+        store = MemoryStore.open(path)
+    finally:
+        os.umask(saved)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
+
+
+def test_a_database_we_did_not_create_keeps_its_mode(tmp_path: Path) -> None:
+    """Permissions are set only on files we create: a chmod after the fact would change a
+    file that is not ours (the path could have been swapped)."""
+    path = tmp_path / "edge-agent.db"
+    path.touch(mode=0o644)
+    path.chmod(0o644)
+    MemoryStore.open(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_a_database_from_a_newer_edge_agent_is_refused_untouched(tmp_path: Path) -> None:
@@ -146,11 +160,15 @@ def test_consolidation_merges_resolves_and_expires(tmp_path: Path) -> None:
 
 
 def test_consolidation_is_safe_while_another_connection_writes(tmp_path: Path) -> None:
+    """SQLite's side: a consolidation and the agent's writes on two connections at once (a
+    program that bypasses the writer lock, e.g. an older edge-agent) commit both, intact."""
     path = tmp_path / "memory.db"
     agent = MemoryStore.open(path)
     with agent.transaction(durable=True):
         _session(agent)
-    operator = MemoryStore.open(path)
+    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    connection.execute("PRAGMA busy_timeout = 5000")
+    operator = MemoryStore(Database(connection), path)
     errors: list[BaseException] = []
 
     def write_turns() -> None:

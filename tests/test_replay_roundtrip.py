@@ -42,7 +42,7 @@ async def _record(tmp_path: Path) -> tuple[dict[str, Any], list[Any]]:
     assert h.writer is not None
     record = dict(await h.record())
     await h.writer.flushed()
-    clips = kept_audio(MemoryStore.open(tmp_path / "m.db"), h.memory.session_ids)
+    clips = kept_audio(MemoryStore.open_reader(tmp_path / "m.db"), h.memory.session_ids)
     return record, clips
 
 

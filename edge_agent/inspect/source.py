@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from pathlib import Path
 from typing import Any, cast
 
 from edge_agent.errors import ConfigError
 from edge_agent.files import RECORD_FILE_LIMIT
+from edge_agent.memory.database_file import database_error
 from edge_agent.memory.kept_audio import AudioClip, kept_audio
 from edge_agent.memory.store import MemoryStore
 from edge_agent.session import SessionRecord, named_session, require_database, session_record
@@ -56,11 +58,13 @@ def read_session(db_path: Path, session_id: str) -> tuple[SessionRecord, list[Au
     """The session `session_id` (or an unambiguous prefix) of the memory database at `db_path`,
     and its kept audio."""
     require_database(db_path, session_id)
-    store = MemoryStore.open(db_path)
+    store = MemoryStore.open_reader(db_path)
     try:
         session = named_session(store, session_id)
         record = session_record(store, [session["id"]])
         clips = kept_audio(store, [session["id"]])
+    except sqlite3.Error as exc:  # a table dropped, or locked by another program
+        raise database_error(db_path, exc) from None
     finally:
         store.close()
     return checked(record, str(db_path)), clips

@@ -1,8 +1,9 @@
 """Sleep-time consolidation of the fact ledger: merge duplicates, newest wins on a
 contradiction (the older row is kept, superseded), expired facts are dropped.
 
-Safe while the agent runs: it is one write transaction (WAL readers are never blocked; the
-agent's writer waits for it through the busy timeout, then commits as usual).
+Run by the agent when a session starts, on its writer, and by `edge-agent memory consolidate`,
+which takes the database's writer lock (so it is refused while an agent writes the database).
+It is one write transaction: WAL readers are never blocked by it.
 """
 
 from __future__ import annotations

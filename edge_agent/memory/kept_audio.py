@@ -11,14 +11,18 @@ agent clip at its unit's `PlaybackStarted`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from edge_agent.audio.unit_audio import PlayedUnits
+from edge_agent.errors import StoreError
 from edge_agent.events import EventLog, LoggedEvent, PlaybackStarted, SessionStarted
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.memory.store import MemoryStore, Row
+from edge_agent.printable import shown
 
 CALLER = "caller"
 AGENT = "agent"
@@ -51,12 +55,30 @@ def kept_audio(store: MemoryStore, session_ids: Sequence[str]) -> list[AudioClip
     """Every kept clip of those sessions, in recording order (empty if none was kept)."""
     if not session_ids:
         return []
-    return [_clip(row) for row in store.audio(session_ids)]
+    return [_clip(row, store.path) for row in store.audio(session_ids)]
 
 
-def _clip(row: Row) -> AudioClip:
-    return AudioClip(kind=row["kind"], ref=row["ref"], run_id=row["run_id"], at=row["at"],
-                     sample_rate=row["sample_rate"], pcm=bytes(row["pcm"]))
+MAX_SAMPLE_RATE = 384_000
+"""Above any sound card's rate: a stored rate outside 1..this was not written by edge-agent."""
+
+
+def _clip(row: Row, path: Path) -> AudioClip:
+    """A stored row as a clip; StoreError naming the row if it cannot be audio edge-agent
+    wrote (another program may have changed the database): every reader divides by the rate."""
+    rate, pcm, at = row["sample_rate"], row["pcm"], row["at"]
+    problem = (
+        f"sample_rate is {shown(repr(rate), 40)}, not a rate in 1..{MAX_SAMPLE_RATE}"
+        if not isinstance(rate, int) or not 0 < rate <= MAX_SAMPLE_RATE
+        else f"pcm is {type(pcm).__name__}, not audio bytes" if not isinstance(pcm, bytes)
+        else f"pcm holds {len(pcm)} bytes, not whole 16-bit samples" if len(pcm) % 2
+        else f"at is {shown(repr(at), 40)}, not a time" if not isinstance(at, int | float)
+        or not math.isfinite(at) else "")
+    if problem:
+        raise StoreError(path, f"kept audio row id {row['id']}: {problem}",
+                         f"delete that row (sqlite3 {path} 'DELETE FROM audio WHERE id = "
+                         f"{row['id']}'), or restore a backup")
+    return AudioClip(kind=str(row["kind"]), ref=str(row["ref"]), run_id=str(row["run_id"]),
+                     at=float(at), sample_rate=rate, pcm=pcm)
 
 
 class AudioKeeper:

@@ -136,6 +136,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def tables_at(version: int) -> frozenset[str]:
+    """The tables a database of schema `version` has."""
+    return frozenset(statement.split()[2] for migration in MIGRATIONS[:version]
+                     for statement in migration if statement.startswith("CREATE TABLE"))
+
+
 class NewerSchemaError(Exception):
     """The database was written by a newer edge-agent."""
 

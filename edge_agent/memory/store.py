@@ -1,4 +1,5 @@
-"""The memory database: one SQLite file (sqlite-utils) in the data dir, mode 0600, WAL.
+"""The memory database: one SQLite file (sqlite-utils) in the data dir, mode 0600, WAL, with one
+writer at a time (`writer_lock`) and any number of read-only readers.
 
 A `MemoryStore` is used by one thread only (the store's owner thread, see `memory.writer`);
 the loop never touches it. Writes are grouped into transactions by the writer: a batch that
@@ -8,7 +9,8 @@ with `synchronous=NORMAL` (WAL: safe across a crash of the process; after a powe
 checkpoint may be an older one, which only makes the recovered heard prefix shorter).
 
 Opening never deletes or rewrites a user's file to recover: a damaged, unreadable or newer
-database is reported (`StoreError`) and left as it is.
+database is reported (`StoreError`) and left byte-for-byte as it is (`database_file` reads it
+read-only before anything writes), and a path that is not a regular file is never opened.
 """
 
 from __future__ import annotations
@@ -16,50 +18,89 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
-from edge_agent.errors import StoreError
+from edge_agent.errors import AlreadyRunningError, StoreError
+from edge_agent.files import kind_of
+from edge_agent.memory.database_file import (
+    BUSY_TIMEOUT_MS,
+    checked_state,
+    database_error,
+    exists_as_file,
+)
 from edge_agent.memory.schema import SCHEMA_VERSION, NewerSchemaError, migrate
+from edge_agent.memory.writer_lock import WriterLock
 
 Row = dict[str, Any]
 
 
 class MemoryStore:
-    def __init__(self, db: Database, path: Path) -> None:
+    def __init__(self, db: Database, path: Path, lock: WriterLock | None = None) -> None:
         self.db = db
         self.path = path
+        self.lock = lock
+        """The writer lock this store took (and releases on close); None for a reader, or a
+        writer whose lock its caller holds."""
 
     @classmethod
-    def open(cls, path: Path, *, upto: int = SCHEMA_VERSION) -> MemoryStore:
-        """Open (creating it if needed) and migrate the database at `path`; `upto` is for tests
-        that build an older schema."""
+    def open(cls, path: Path, *, upto: int = SCHEMA_VERSION,
+             lock: WriterLock | None = None) -> MemoryStore:
+        """Open for writing (creating it if needed) and migrate the database at `path`, holding
+        its writer lock: `lock` if the caller took it already (before loading models, say),
+        else one taken here and released on close. `upto` is for tests that build an older
+        schema."""
+        exists = exists_as_file(path)  # a symlink or a device: refused before anything
+        owned = WriterLock.acquire(path) if lock is None else None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-            if path.stat().st_mode & 0o077:
-                path.chmod(0o600)  # transcripts: nobody but the agent's user reads them
-        except OSError as exc:
-            raise StoreError(path, f"cannot create or open it ({exc.strerror or exc})",
-                             "make the data dir a writable directory (config data_dir)") from None
-        connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        try:
-            return cls._prepare(connection, path, upto)
+            if exists:
+                checked_state(path)  # read only: a refused file is left byte-for-byte alone
+            connection = _connect_own(path)
+            try:
+                return cls._prepare(connection, path, upto, owned)
+            except BaseException:
+                connection.close()
+                raise
         except BaseException:
-            connection.close()
+            if owned is not None:
+                owned.release()
             raise
 
     @classmethod
-    def _prepare(cls, connection: sqlite3.Connection, path: Path, upto: int) -> MemoryStore:
+    def open_reader(cls, path: Path) -> MemoryStore:
+        """Open the existing database at `path` for queries only, without its writer lock: a
+        reader never waits for the writer nor makes it wait (WAL). An older schema is upgraded first,
+        which takes the writer lock for a moment."""
+        if not exists_as_file(path):
+            raise StoreError(path, "it does not exist", "check the config's data_dir")
+        state = checked_state(path)
+        if state.version < SCHEMA_VERSION:
+            try:
+                cls.open(path).close()
+            except AlreadyRunningError as exc:
+                raise StoreError(path, f"its schema (version {state.version}) must be upgraded "
+                                 f"first, and {exc}", "try again when it stops") from None
+        # Read-write but query-only, not SQLite's read-only mode: a read-only connection leaves
+        # the -wal and -shm files it made behind, owned by whoever read (root, say), where the
+        # agent's user may not open them; the last connection to close removes them.
+        connection = _connect_own(path)
         try:
-            connection.execute("PRAGMA busy_timeout = 5000")
-            check = connection.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                raise StoreError(path, f"the database is damaged (quick_check: {check})",
-                                 _DAMAGED_FIX)
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA query_only = ON")
+        except sqlite3.DatabaseError as exc:
+            connection.close()
+            raise database_error(path, exc) from None
+        return cls(Database(connection), path)
+
+    @classmethod
+    def _prepare(cls, connection: sqlite3.Connection, path: Path, upto: int,
+                 lock: WriterLock | None) -> MemoryStore:
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
                 raise StoreError(path, f"cannot switch it to WAL (journal mode stays {mode})",
@@ -72,11 +113,15 @@ class MemoryStore:
                              "upgrade edge-agent, or point data_dir at another directory; the "
                              "file was left untouched") from None
         except sqlite3.DatabaseError as exc:
-            raise StoreError(path, _reason(exc), _fix(exc)) from None
-        return cls(Database(connection), path)
+            raise database_error(path, exc) from None
+        return cls(Database(connection), path, lock)
 
     def close(self) -> None:
-        self.db.close()
+        try:
+            self.db.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
     # -- writing (the writer wraps calls in transactions) -------------------------------------
 
@@ -258,28 +303,31 @@ class MemoryStore:
         return int(cursor.rowcount)
 
 
-_DAMAGED_FIX = ("it was left untouched: move it away (edge-agent then starts a new memory) or "
-                "restore a backup; `sqlite3 FILE .recover` may save its rows")
-
-
-def _reason(exc: sqlite3.DatabaseError) -> str:
-    text = str(exc)
-    if "not a database" in text or "malformed" in text:
-        return f"it is not a SQLite database or it is damaged ({text})"
-    if "readonly" in text or "unable to open" in text:
-        return f"it cannot be written ({text})"
-    if "full" in text:
-        return f"the disk is full ({text})"
-    return text
-
-
-def _fix(exc: sqlite3.DatabaseError) -> str:
-    text = str(exc)
-    if "not a database" in text or "malformed" in text:
-        return _DAMAGED_FIX
-    if "full" in text:
-        return "free some space on the data dir's disk"
-    return "check that the data dir and the database file are writable by this user"
+def _connect_own(path: Path) -> sqlite3.Connection:
+    """A read-write connection to `path`, created 0600 if missing (the mode given at creation,
+    never a chmod: a file we did not create keeps its mode). The file is opened first without
+    following a symlink and checked to be a regular file; SQLite's own open by name must then
+    find that same file."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        handle = os.open(path, flags, 0o600)
+    except OSError as exc:
+        raise StoreError(path, f"cannot create or open it ({exc.strerror or exc})",
+                         "make the data dir a writable directory (config data_dir)") from None
+    try:
+        ours = os.fstat(handle)
+        if not stat.S_ISREG(ours.st_mode):
+            raise StoreError(path, f"it is {kind_of(ours.st_mode)}, not a database file",
+                             "point data_dir (or --db) at a regular file or a new path")
+        connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        named = os.lstat(path)
+        if (named.st_dev, named.st_ino) != (ours.st_dev, ours.st_ino):
+            connection.close()
+            raise StoreError(path, "it was replaced while it was being opened",
+                             "check who else writes in the data dir, then try again")
+        return connection
+    finally:
+        os.close(handle)
 
 
 class _Transaction:
