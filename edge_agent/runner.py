@@ -32,8 +32,8 @@ from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
 from edge_agent.engines.base import TextToSpeech
-from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.engines.heap import release_freed_heap
+from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
 from edge_agent.service.journal import session_line, session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
