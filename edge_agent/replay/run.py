@@ -44,8 +44,8 @@ OVERTIME_S = 60.0
 """Virtual seconds a replay may run past the recording's end before it is stopped."""
 MAX_REPLAY_S = 24 * 3600.0
 """Virtual seconds a replay may span (its runs laid end to end, each from its microphone's
-start): a replay steps every 32 ms frame of it, about a minute of work per virtual hour, so a
-recorded moment of 1e9 s would never end."""
+start): a replay steps through every 32 ms frame of it, so a recorded moment of 1e9 s (in
+range for a record) would keep it busy for years."""
 SETTLE_TURNS = 100
 """Loop turns given to the work a frame triggers before the clock moves on (the loop must
 never fall behind the microphone, as a real one keeps up with real time)."""
