@@ -16,6 +16,7 @@ from typing import Any
 from edge_agent import __version__
 from edge_agent.cli_args import seconds
 from edge_agent.cli_bench import add_parser as add_bench_parser
+from edge_agent.cli_bench import results_path as bench_results_path
 from edge_agent.cli_bench import run as run_bench_command
 from edge_agent.cli_doctor import add_parser as add_doctor_parser
 from edge_agent.cli_doctor import run as run_doctor
@@ -93,6 +94,8 @@ def _main(args: argparse.Namespace) -> int:
             return run_doctor(None, args)
         config = load_config(args.config)
         logging.getLogger("edge_agent").setLevel(config.log.level.upper())
+        if args.command == "bench":
+            args.json = bench_results_path(args)
         _check_outputs(args)
         if args.command == "demo":
             return _demo(config, args)
@@ -162,10 +165,24 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
 
     call = load_call(args.call)
     print(f"edge-agent demo: {call.source} ({len(call.lines)} caller lines); loading models...")
-    record = asyncio.run(run_demo(config, call, printer=lambda line: print(line, flush=True),
-                                  audio_dir=args.audio_dir, db_path=args.db))
+    with _record_kept(args.json):
+        record = asyncio.run(run_demo(config, call,
+                                      printer=lambda line: print(line, flush=True),
+                                      audio_dir=args.audio_dir, db_path=args.db))
     _write_record(dict(record), args.json)
     return 0
+
+
+@contextlib.contextmanager
+def _record_kept(path: Path | None) -> Iterator[None]:
+    """A unit audio file refused at the end of a session does not lose its record."""
+    from edge_agent.runner import RecordedOutputError
+
+    try:
+        yield
+    except RecordedOutputError as exc:
+        _write_record(dict(exc.record), path)
+        raise
 
 
 def _run(config: Config, args: argparse.Namespace) -> int:
@@ -202,7 +219,8 @@ def _run(config: Config, args: argparse.Namespace) -> int:
     # delete` on it is refused while the agent answers, and this agent is refused (before
     # loading models) while one of them writes it.
     with data_dir_lock(config), WriterLock.acquire(config.db_path) as lock, \
-            native_lines_logged() if journal else contextlib.nullcontext():
+            native_lines_logged() if journal else contextlib.nullcontext(), \
+            _record_kept(args.json):
         record = asyncio.run(live())
     _write_record(dict(record), args.json)
     return 0

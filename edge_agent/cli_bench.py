@@ -35,8 +35,10 @@ def add_parser(commands: Any) -> None:
                        help="fewer runs, clips and turns, a short idle, nothing killed or "
                             "unplugged: under 2 minutes on a 2-core PC")
     bench.add_argument("--seed", type=int, default=1, help="random seed (cut and cue times)")
-    bench.add_argument("--json", type=Path, default=Path("bench.json"),
-                       help="results file (default: bench.json)")
+    # No default here: `bench --json FILE PART` must keep FILE (a part's own default would
+    # replace it); `results_path` gives the default once the part is known.
+    bench.add_argument("--json", type=Path, default=None,
+                       help="results file (default: bench.json, or bench-PART.json for a part)")
     benchmarks = bench.add_subparsers(dest="benchmark", required=False, metavar="PART")
     engines = _part_parser(
         benchmarks, "engines", "each engine alone: load time, the voice's and the recognizer's "
@@ -77,7 +79,7 @@ def add_parser(commands: Any) -> None:
     # SUPPRESS: else the subcommand's default (False) would undo `bench --quick stt`.
     stt.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
                      help="every fourth clip (24 of 96)")
-    stt.add_argument("--engines", default="moonshine,pocketsphinx",
+    stt.add_argument("--engines", type=recognizer_names, default="moonshine,pocketsphinx",
                      help="comma-separated recognizers (moonshine, pocketsphinx, vosk: vosk "
                           "needs [stt] vosk_model); default: moonshine,pocketsphinx")
 
@@ -103,11 +105,34 @@ def _part_parser(benchmarks: Any, name: str, what: str, seed_help: str = ""
     """`bench NAME`, with what every part's subcommand takes: `--json` (bench-NAME.json) and,
     for a part that draws random times, `--seed` (default: `bench --seed`'s)."""
     parser: argparse.ArgumentParser = benchmarks.add_parser(name, help=what)
-    parser.add_argument("--json", type=Path, default=Path(f"bench-{name}.json"),
-                        help=f"results file (default: bench-{name}.json)")
+    parser.add_argument("--json", type=Path, default=argparse.SUPPRESS,
+                        help=f"results file (default: `bench --json`'s, else bench-{name}.json)")
     if seed_help:
         parser.add_argument("--seed", type=int, default=argparse.SUPPRESS, help=seed_help)
     return parser
+
+
+def results_path(args: argparse.Namespace) -> Path:
+    """Where `bench` writes its results: `--json` wherever it was given (before or after the
+    part), else bench.json for every part, bench-PART.json for one."""
+    if args.json is not None:
+        return Path(args.json)
+    return Path("bench.json" if args.benchmark is None else f"bench-{args.benchmark}.json")
+
+
+def recognizer_names(text: str) -> list[str]:
+    """`--engines`: comma-separated recognizers, at least one, each known, each once."""
+    from edge_agent.config import STT_ENGINES
+
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError(f"name at least one recognizer (known: "
+                                         f"{', '.join(STT_ENGINES)}), got {text!r}")
+    unknown = [name for name in names if name not in STT_ENGINES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown recognizer {unknown[0]!r} (known: "
+                                         f"{', '.join(STT_ENGINES)})")
+    return names
 
 
 def run(config: Config, args: argparse.Namespace) -> int:
@@ -187,7 +212,7 @@ def _stt(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]
     from edge_agent.bench.parts import stt_part
     from edge_agent.bench.stt import table
 
-    names = [n.strip() for n in args.engines.split(",") if n.strip()]
+    names: list[str] = args.engines
     print(f"edge-agent bench stt: {', '.join(names)} on the clip set"
           f"{' (quick)' if args.quick else ''}", flush=True)
     result = stt_part(_workbench(config), names, 4 if args.quick else 1)

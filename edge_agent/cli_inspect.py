@@ -33,6 +33,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(config: Config, args: argparse.Namespace) -> int:
+    from edge_agent.inspect.layout import AxisTooLongError
     from edge_agent.inspect.page import render_page, write_page
     from edge_agent.inspect.source import read_record_file, read_session
     from edge_agent.inspect.timeline import build_timeline
@@ -41,13 +42,19 @@ def run(config: Config, args: argparse.Namespace) -> int:
     clips: list[AudioClip] = []  # a record file holds no audio
     if args.record_file is not None:
         record = read_record_file(args.record_file, args.session_id)
+        source = str(args.record_file)
     elif args.session_id:
         record, clips = read_session(config.db_path, args.session_id)
+        source = f"{config.db_path}: session {record['session_id']}"
     else:
         raise ConfigError("edge-agent inspect", "SESSION_ID", "give a session id (`edge-agent "
                           "sessions list` shows them) or --json FILE")
     output = args.output or Path(f"session-{_file_safe(record['session_id'])}.html")
-    write_page(render_page(build_timeline(record, clips)), output)
+    try:
+        page = render_page(build_timeline(record, clips))
+    except AxisTooLongError as exc:
+        raise ConfigError(source, "events", f"too long to draw on one page: {exc}") from None
+    write_page(page, output)
     print(output)
     return 0
 

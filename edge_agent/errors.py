@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from edge_agent.files import UnsafePathError
 from edge_agent.printable import clip, shown
 
 
@@ -79,6 +80,9 @@ class OutputError(EdgeAgentError):
     exit_code = 7
 
     def __init__(self, path: object, reason: object) -> None:
+        if isinstance(reason, UnsafePathError):  # it says what the path is and what to do
+            super().__init__(f"cannot write {path}: {reason}")
+            return
         super().__init__(f"cannot write {path}: {reason}. Check that the directory exists, is "
                          "writable and has free space, or pass another path")
 

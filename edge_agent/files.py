@@ -15,6 +15,7 @@ been swapped).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -90,9 +91,13 @@ def open_private(path: Path, *, exclusive: bool = False) -> int:
     try:
         handle = os.open(path, flags, 0o600)
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: the last component is a symlink
+        if exc.errno == errno.ELOOP:  # the last component is a symlink
             raise UnsafePathError(f"{path} is a symbolic link; edge-agent does not write "
                                   "through links: remove it or pass another path") from None
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads (or a device with nothing behind)
+            raise UnsafePathError(f"{path} is {kind_of(os.lstat(path).st_mode)}; edge-agent "
+                                  "writes only regular files: pass a path to a new or regular "
+                                  "file") from None
         raise
     try:
         mode = os.fstat(handle).st_mode

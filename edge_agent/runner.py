@@ -33,6 +33,7 @@ from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
+from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
 from edge_agent.memory.writer_lock import WriterLock
 from edge_agent.printable import clip
@@ -173,11 +174,27 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory,
         printing.cancel()
         while not events.empty():  # what happened last is said too
             reporter.event(events.get_nowait())
-        if unit_audio is not None:
-            written = await asyncio.to_thread(unit_audio.close)
-            reporter.say(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
-        record = await close_memory(memory)
+        refused: OutputError | None = None
+        try:
+            if unit_audio is not None:
+                written = await asyncio.to_thread(unit_audio.close)
+                reporter.say(f"unit audio: {len(written)} file(s) in {unit_audio.directory}")
+        except OutputError as exc:  # a link or a device where a file goes: the rest are written
+            refused = exc
+        finally:
+            record = await close_memory(memory)
+    if refused is not None:
+        raise RecordedOutputError(refused, record)
     return record
+
+
+class RecordedOutputError(OutputError):
+    """A unit audio file could not be written; the session itself ended well, and its record
+    is here to be kept (`--json`) before the error is reported."""
+
+    def __init__(self, error: OutputError, record: SessionRecord) -> None:
+        EdgeAgentError.__init__(self, str(error))
+        self.record = record
 
 
 async def _until_first(talking: asyncio.Task[None], work: Awaitable[Any], clock: Clock,

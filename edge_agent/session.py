@@ -76,39 +76,48 @@ def session_record(store: MemoryStore, session_ids: Sequence[str], run_id: str =
     """The record of `session_ids`, in order, read from the store."""
     ids = list(session_ids)
     first = store.session(ids[0]) if ids else None
-    path = store.path
+    stored = _StoredJson(store.path)
     return {
         "session_id": ids[0] if ids else run_id,
         "sessions": ids,
-        "engines": _stored_json(first, "engines", dict, path, "sessions") if first else {},
+        "engines": stored.parse(first["engines"], dict, f"session {first['id']}: its engines")
+        if first else {},
         "turns": [{**_turn_record(row), "session": number}
                   for number, session_id in enumerate(ids, 1)
                   for row in store.turns(session_id)],
-        "units": [_unit_record(row, path) for session_id in ids
+        "units": [_unit_record(row, stored) for session_id in ids
                   for row in store.units([session_id], state="final")],
         "llm_requests": [{"turn": r["turn"], "hop": r["hop"],
-                          "messages": _stored_json(r, "messages", list, path, "llm_requests")}
+                          "messages": stored.parse(r["messages"], list,
+                                                   f"llm_requests row {r['id']}: its messages")}
                          for r in (store.llm_requests(ids) if ids else [])],
-        "events": [{**_stored_json(r, "data", dict, path, "events"), "run_id": r["run_id"]}
+        # The row's own at and type come first: an event whose data lost its fields is still
+        # named by its type when the record is checked.
+        "events": [{"at": r["at"], "type": r["type"],
+                    **stored.parse(r["data"], dict, f"events row {r['id']}: its data"),
+                    "run_id": r["run_id"]}
                    for r in (store.events(ids) if ids else [])],
     }
 
 
-def _stored_json(row: Row, column: str, kind: type, path: Path, table: str) -> Any:
-    """A JSON column of a stored row; StoreError naming the row if it is not JSON of that
-    kind (the database is a user's file: another program may have written it)."""
-    text = row[column]
-    try:
-        value = json.loads(text) if isinstance(text, str | bytes) else None
-    except (ValueError, RecursionError):
-        value = None
-    if not isinstance(value, kind):
-        key = f"id {row['id']}" if "id" in row else f"unit {row.get('unit_id')!r}"
-        what = "an object" if kind is dict else "a list"
-        raise StoreError(path, f"{table}.{column} of row {shown(key, 80)} is not JSON holding "
-                         f"{what} ({shown(str(text), 60)}): it was changed by another program",
-                         f"repair or delete that row (sqlite3 {path}), or restore a backup")
-    return value
+class _StoredJson:
+    """JSON columns of the memory database, parsed: text that is not JSON of the right kind
+    (a row changed outside edge-agent) is a StoreError naming the row, not a traceback."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def parse(self, text: object, kind: type, what: str) -> Any:
+        try:
+            value = json.loads(text) if isinstance(text, str | bytes) else None
+        except (ValueError, RecursionError):
+            value = None
+        if not isinstance(value, kind):
+            raise StoreError(self._path, f"{what} is not a JSON {kind.__name__} (it holds "
+                             f"{shown(str(text), 60)})", "the row was changed outside edge-agent: "
+                             "restore the database from a backup, or `edge-agent sessions "
+                             "delete` that session")
+        return value
 
 
 def unit_words(finalize: Finalize) -> list[WordRecord]:
@@ -128,11 +137,11 @@ def unit_words(finalize: Finalize) -> list[WordRecord]:
     return words
 
 
-def _unit_record(row: Row, path: Path) -> UnitRecord:
+def _unit_record(row: Row, stored: _StoredJson) -> UnitRecord:
     return {"unit_id": row["unit_id"], "generated": row["generated"], "heard": row["heard"],
             "interrupted": row["heard"] != row["generated"], "played_ms": row["played_ms"],
             "inexact_words": row["inexact_words"],
-            "words": _stored_json(row, "words", list, path, "units")}
+            "words": stored.parse(row["words"], list, f"unit {row['unit_id']!r}: its words")}
 
 
 def _turn_record(row: Row) -> TurnRecord:

@@ -3,11 +3,14 @@ the order it publishes them), for `edge-agent inspect`'s tests."""
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from edge_agent.memory.store import MemoryStore
 from edge_agent.session import SessionRecord, TurnRecord, UnitRecord, WordRecord
 
 WORD_MS, WORD_GAP_MS = 250, 50
@@ -143,3 +146,34 @@ def long_session(turns: int) -> SessionRecord:
                 built.overlap("Backchannel", "okay", answer_at + 0.8, 0.4)
             moment = answer_at + unit["words"][-1]["end_ms"] / 1000 + 0.6
     return built.record()
+
+
+def store_record(db: Path, record: SessionRecord, audio: bool = False) -> None:
+    """`record` written into the memory database at `db` as the agent writes it; `audio`:
+    with a kept clip of each unit (22.05 kHz) and one of the caller (16 kHz)."""
+    store = MemoryStore.open(db)
+    session_id = record["session_id"]
+    store.insert_session({"id": session_id, "identity": "kiosk", "run_id": "run-a",
+                          "how": "start-up", "started_at": "2026-12-01T10:00:00",
+                          "last_active_at": "2026-12-01T10:01:00", "engines": "{}"})
+    for seq, unit in enumerate(record["units"]):
+        store.put_unit({"session_id": session_id, "unit_id": unit["unit_id"], "state": "final",
+                        "seq": seq, "generated": unit["generated"], "heard": unit["heard"],
+                        "played_ms": unit["played_ms"], "words": json.dumps(unit["words"]),
+                        "updated_at": "2026-12-01T10:01:00"})
+    for event in record["events"]:
+        data = {k: v for k, v in event.items() if k != "run_id"}
+        store.add_event({"session_id": session_id, "run_id": event["run_id"], "at": event["at"],
+                         "type": event["type"], "data": json.dumps(data)})
+    if audio:
+        started = {e["unit_id"]: e["at"] for e in record["events"]
+                   if e["type"] == "PlaybackStarted"}
+        for unit in record["units"]:
+            store.add_audio({"session_id": session_id, "run_id": "run-a", "kind": "agent",
+                             "ref": unit["unit_id"], "at": started[unit["unit_id"]],
+                             "sample_rate": 22050,
+                             "pcm": tone(unit["played_ms"] / 1000, 22050, 0.3)})
+        store.add_audio({"session_id": session_id, "run_id": "run-a", "kind": "caller",
+                         "ref": "c1", "at": 1.9, "sample_rate": 16000,
+                         "pcm": tone(1.3, 16000, 0.3)})
+    store.close()

@@ -14,9 +14,8 @@ import pytest
 from edge_agent.cli import main
 from edge_agent.inspect.page import render_page
 from edge_agent.inspect.timeline import build_timeline
-from edge_agent.memory.store import MemoryStore
 from edge_agent.session import SessionRecord
-from tests.inspect_sessions import SessionBuilder, tone
+from tests.inspect_sessions import SessionBuilder, store_record
 
 HOSTILE = '</script><script>window.pwned = 1</script><!-- <img src=x onerror="alert(1)"> & "'
 
@@ -94,33 +93,7 @@ def _config(tmp_path: Path) -> Path:
 
 
 def _stored(tmp_path: Path, record: SessionRecord, audio: bool) -> None:
-    """`record` written into a memory database as the agent writes it."""
-    store = MemoryStore.open(tmp_path / "data" / "edge-agent.db")
-    session_id = record["session_id"]
-    store.insert_session({"id": session_id, "identity": "kiosk", "run_id": "run-a",
-                          "how": "start-up", "started_at": "2026-12-01T10:00:00",
-                          "last_active_at": "2026-12-01T10:01:00", "engines": "{}"})
-    for seq, unit in enumerate(record["units"]):
-        store.put_unit({"session_id": session_id, "unit_id": unit["unit_id"], "state": "final",
-                        "seq": seq, "generated": unit["generated"], "heard": unit["heard"],
-                        "played_ms": unit["played_ms"], "words": json.dumps(unit["words"]),
-                        "updated_at": "2026-12-01T10:01:00"})
-    for event in record["events"]:
-        data = {k: v for k, v in event.items() if k != "run_id"}
-        store.add_event({"session_id": session_id, "run_id": event["run_id"], "at": event["at"],
-                         "type": event["type"], "data": json.dumps(data)})
-    if audio:
-        started = {e["unit_id"]: e["at"] for e in record["events"]
-                   if e["type"] == "PlaybackStarted"}
-        for unit in record["units"]:
-            store.add_audio({"session_id": session_id, "run_id": "run-a", "kind": "agent",
-                             "ref": unit["unit_id"], "at": started[unit["unit_id"]],
-                             "sample_rate": 22050,
-                             "pcm": tone(unit["played_ms"] / 1000, 22050, 0.3)})
-        store.add_audio({"session_id": session_id, "run_id": "run-a", "kind": "caller",
-                         "ref": "c1", "at": 1.9, "sample_rate": 16000,
-                         "pcm": tone(1.3, 16000, 0.3)})
-    store.close()
+    store_record(tmp_path / "data" / "edge-agent.db", record, audio)
 
 
 @pytest.mark.parametrize("audio", [False, True])
@@ -183,8 +156,7 @@ def test_unknown_sessions_and_missing_inputs_are_errors(
     assert main(["-c", config, "inspect"]) == 2
     assert "give a session id" in capsys.readouterr().err
     assert main(["-c", config, "inspect", "--json", str(tmp_path / "none.json")]) == 2
-    assert "none.json: the session record not found" in \
-        capsys.readouterr().err
+    assert "none.json: the session record not found" in capsys.readouterr().err
     record = tmp_path / "session.json"
     record.write_text(json.dumps(_barge_in_record()), encoding="utf-8")
     assert main(["-c", config, "inspect", "--json", str(record), "0000"]) == 2

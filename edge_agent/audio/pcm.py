@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import wave
 from pathlib import Path
 
 import numpy as np
+
+from edge_agent.files import open_private
 
 
 def resample(pcm: bytes, from_rate: int, to_rate: int) -> bytes:
@@ -40,8 +43,10 @@ def read_wav(path: Path) -> tuple[bytes, int]:
 
 
 def write_wav(path: Path, pcm: bytes, rate: int) -> None:
+    """`pcm` as a WAV file at `path`: created private (it holds a voice), never written
+    through a symlink or into a device (`files.open_private`: UnsafePathError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as wav:
+    with os.fdopen(open_private(path), "wb") as file, wave.open(file, "wb") as wav:
         wav.setnchannels(1)
         wav.setsampwidth(2)
         wav.setframerate(rate)

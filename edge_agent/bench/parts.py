@@ -87,6 +87,9 @@ def stt_part(bench: Workbench, engines: Sequence[str], every: int) -> dict[str, 
     from edge_agent.bench.stt import run_stt
     from edge_agent.config import STT_ENGINES
 
+    if not engines:
+        raise ConfigError("--engines", "", f"name at least one recognizer (known: "
+                          f"{', '.join(STT_ENGINES)})")
     for name in engines:
         if name not in STT_ENGINES:
             raise ConfigError("--engines", name,

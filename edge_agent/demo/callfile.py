@@ -40,6 +40,13 @@ DEFAULT_CALL = "luigis.toml"
 _TRIGGERS = ("at", "after_agent_done", "barge_in_after")
 _SECONDS = Bounds(0.0, 3600.0)
 _SAID = TextRule(required=True, why="write what the caller says")
+MAX_CALLER_LINES = 500
+"""[[caller]] lines in one call file: every line is synthesized before the call starts, and
+the longest real call is a few dozen turns (tens of thousands kept `demo` "loading" for
+minutes)."""
+MAX_SAY_CHARS = 2000
+"""Characters in one caller line: about two minutes of speech, far past anything said in one
+breath (a longer line is heard as one growing utterance, transcribed again and again)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,10 @@ def parse_call(text: str, source: str) -> CallScript:
     callers = data.get("caller", [])
     if not isinstance(callers, list) or not callers:
         raise ConfigError(source, "caller", "needs at least one [[caller]] line with `say`")
+    if len(callers) > MAX_CALLER_LINES:
+        raise ConfigError(source, "caller", f"{len(callers)} [[caller]] lines; a call file holds "
+                          f"at most {MAX_CALLER_LINES} (every line is synthesized before the "
+                          "call starts): split the call into several files")
     lines = tuple(_line(entry, source, f"caller[{i + 1}]") for i, entry in enumerate(callers))
     return CallScript(source, lines, greeting, scripted,
                       tuple(tools) if tools is not None else None, float(echo_gain))
@@ -124,6 +135,10 @@ def _line(entry: Any, source: str, key: str) -> CallerLine:
         raise ConfigError(source, f"{key}.{sorted(extra)[0]}",
                           f"unknown key (allowed: {', '.join(sorted(allowed))})")
     say = check_value(str, entry.get("say", ""), source, f"{key}.say", text=_SAID)
+    if len(say) > MAX_SAY_CHARS:
+        raise ConfigError(source, f"{key}.say", f"{len(say)} characters; a caller line holds at "
+                          f"most {MAX_SAY_CHARS} (about two minutes of speech): split it into "
+                          "several [[caller]] lines")
     triggers = [t for t in _TRIGGERS if t in entry]
     if len(triggers) != 1:
         raise ConfigError(source, key,

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 STRIP_S = 10.0
 """Seconds per strip: about 110 px per second on a 1280 px page, room for each word."""
 SKIP_S = 3.0
 """A stretch with nothing on it at least this long between strips is left out."""
+MAX_STRIPS = 10_000
+"""Strips one page may hold: 28 hours of things happening (a day-long session is a few
+thousand); each strip is a few KB of the page."""
+
+
+class AxisTooLongError(ValueError):
+    """The busy stretches of a run would take more than `MAX_STRIPS` strips."""
 
 
 @dataclass(frozen=True)
@@ -28,9 +35,10 @@ class Strip:
 
 
 def strips(busy: Iterable[tuple[float, float]], length: float = STRIP_S,
-           skip: float = SKIP_S) -> list[Strip]:
+           skip: float = SKIP_S, limit: int = MAX_STRIPS) -> list[Strip]:
     """Strips of `length` seconds covering every `busy` (start, end) interval, starting on
-    whole seconds; a gap of `skip` seconds or more with nothing busy is left out."""
+    whole seconds; a gap of `skip` seconds or more with nothing busy is left out. More than
+    `limit` strips: AxisTooLongError (found at the one past the limit)."""
     merged: list[list[float]] = []
     for start, end in sorted((a, max(a, b)) for a, b in busy):
         if merged and start <= merged[-1][1]:
@@ -44,6 +52,12 @@ def strips(busy: Iterable[tuple[float, float]], length: float = STRIP_S,
     while True:
         end = moment + length
         found.append(Strip(moment, end, skipped))
+        if len(found) > limit:
+            busy_s = sum(b - a for a, b in merged)
+            raise AxisTooLongError(
+                f"a run with {busy_s / 3600:.3g} hours of things happening (from "
+                f"{merged[0][0]:g} s to {merged[-1][1]:g} s on its clock) needs more than the "
+                f"{limit} strips of {length:g} s left to the page")
         while index < len(merged) and merged[index][1] <= end:
             index += 1
         if index == len(merged):
@@ -53,3 +67,18 @@ def strips(busy: Iterable[tuple[float, float]], length: float = STRIP_S,
             moment, skipped = following, following - end
         else:
             moment, skipped = end, 0.0
+
+
+@dataclass
+class StripBudget:
+    """The strips left to one page, shared by its runs: a record of a thousand runs, each
+    busy for a day, is refused like one run busy for a thousand days."""
+
+    left: int = field(default=MAX_STRIPS)
+
+    def lay(self, busy: Iterable[tuple[float, float]]) -> list[Strip]:
+        """`strips(busy)`, counted against what is left (AxisTooLongError past it)."""
+        laid = strips(busy, limit=self.left)
+        self.left -= len(laid)
+        return laid
+

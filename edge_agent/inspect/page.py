@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from edge_agent.inspect.layout import strips
+from edge_agent.inspect.layout import StripBudget
 from edge_agent.inspect.model import RunView, Timeline, TurnRow, UnitView
 from edge_agent.inspect.strip import Items, strip_svg
 from edge_agent.jsonfile import write_private
@@ -27,10 +27,11 @@ _STAGE_COLUMNS = (("turn_end", "end detected"), ("transcript", "transcript"),
 
 
 def render_page(timeline: Timeline) -> str:
-    """The whole page, as text."""
+    """The whole page, as text (AxisTooLongError: more than `layout.MAX_STRIPS` strips)."""
     css = resources.files("edge_agent.inspect").joinpath("page.css").read_text("utf-8")
     script = resources.files("edge_agent.inspect").joinpath("page.js").read_text("utf-8")
-    runs = "".join(_run_section(run, len(timeline.runs)) for run in timeline.runs)
+    budget = StripBudget()
+    runs = "".join(_run_section(run, len(timeline.runs), budget) for run in timeline.runs)
     title = f"edge-agent session {timeline.session_id}"
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -73,16 +74,16 @@ _LEGEND = (
     '<span class="key latency"></span>speech end → first audio (dashed: speculative)</p>')
 
 
-def _run_section(run: RunView, runs: int) -> str:
+def _run_section(run: RunView, runs: int, budget: StripBudget) -> str:
     label = f"Run {run.number}" if runs > 1 or run.number > 1 else "Timeline"
     ident = f"run {escape(run.run_id)} · " if run.run_id else ""
     span = f"{_seconds(run.start)}–{_seconds(run.end)} on its clock"
     return (f'<section class="run" id="run-{run.number}" data-run="{run.number}">'
             f"<h2>{label} <small>{ident}{span}</small></h2>"
-            f'<div class="strips">{_strips(run)}</div>{_table(run)}</section>')
+            f'<div class="strips">{_strips(run, budget)}</div>{_table(run)}</section>')
 
 
-def _strips(run: RunView) -> str:
+def _strips(run: RunView, budget: StripBudget) -> str:
     scales = _wave_scales(run)
     # (span on the clock, item) of each kind: the strips are laid to cover every span.
     caller = [((c.start, c.detected), c) for c in run.caller]
@@ -92,7 +93,7 @@ def _strips(run: RunView) -> str:
     markers = [((m.at, m.at), (f"r{run.number}-m{n}", m)) for n, m in enumerate(run.markers)]
     waves = [((w.points[0][0], w.points[-1][0]), (w, scales[w.kind])) for w in run.waves
              if w.points]
-    laid = strips(span for kind in (caller, units, rows, markers, waves) for span, _ in kind)
+    laid = budget.lay(span for kind in (caller, units, rows, markers, waves) for span, _ in kind)
     starts = [s.start for s in laid]
     row_of_unit = {unit_id: row.key for row in run.rows for unit_id in row.unit_ids}
     on_strip = [Items(caller=[], units=[], rows=[], markers=[], waves=[],

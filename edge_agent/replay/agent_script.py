@@ -229,6 +229,6 @@ def recorded_toolbox(results: Sequence[ToolResult]) -> Toolbox:
 def _argument_names(arguments: str) -> list[str]:
     try:
         parsed = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a huge number, nested thousands deep
         return []
     return list(parsed) if isinstance(parsed, dict) else []

@@ -19,6 +19,7 @@ from edge_agent.jsonfile import write_json
 from edge_agent.memory.kept_audio import kept_audio
 from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
+from edge_agent.record_check import DATABASE_HINT, checked, checked_clips
 from edge_agent.replay import EXIT_DIFFERS
 from edge_agent.replay.decisions import Decision, Row, differences
 from edge_agent.replay.placement import PLAYBACK_STARTED, LineRecord, ReplayLine, line_record
@@ -59,13 +60,14 @@ def run_replay(config: Config, store: MemoryStore, session_id: str, json_out: Pa
                echo_gain: float, printer: Printer = print) -> int:
     """`edge-agent sessions replay`: 0 when every decision is the same, `EXIT_DIFFERS` when
     some differ."""
-    record = session_record(store, [session_id])
+    where = f"{store.path}: session {session_id}"
+    record = checked(session_record(store, [session_id]), where, DATABASE_HINT)
     if not any(event["type"] in _SPEECH for event in record["events"]):
         raise ConfigError(f"session {session_id}", "events",
                           "nothing to replay: no speech was recorded in it, or its event log was "
                           "deleted ([memory] retention_days deletes the event logs of old "
                           "sessions; their turns stay)")
-    clips = kept_audio(store, [session_id])
+    clips = checked_clips(kept_audio(store, [session_id]), where)
     result = asyncio.run(replay_session(config, dict(record), clips, printer, echo_gain))
     for line in report_lines(result):
         printer(escape_controls(line))

@@ -25,6 +25,7 @@ from edge_agent.clock import VirtualClock
 from edge_agent.config import Config
 from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.engines.llm import ScriptedLanguageModel
+from edge_agent.errors import ConfigError
 from edge_agent.events import EventLog, Notice
 from edge_agent.memory.kept_audio import AGENT, CALLER, AudioClip
 from edge_agent.owner import InlineOwner
@@ -41,6 +42,10 @@ Printer = Callable[[str], None]
 MIC_RATE = 16000
 OVERTIME_S = 60.0
 """Virtual seconds a replay may run past the recording's end before it is stopped."""
+MAX_REPLAY_S = 24 * 3600.0
+"""Virtual seconds a replay may span (its runs laid end to end, each from its microphone's
+start): a replay steps through every 32 ms frame of it, so a recorded moment of 1e9 s (in
+range for a record) would keep it busy for years."""
 SETTLE_TURNS = 100
 """Loop turns given to the work a frame triggers before the clock moves on (the loop must
 never fall behind the microphone, as a real one keeps up with real time)."""
@@ -71,6 +76,7 @@ async def replay_session(config: Config, record: Mapping[str, Any], clips: Seque
     engines and rules of `config`; `echo_gain`: the microphone hears the agent that loud (a
     demo's `echo_gain`, which the record does not keep)."""
     began = time.monotonic()
+    replay_timeline(config, record)  # refused before the models load
     printer(f"replaying session {record['session_id']}: loading models...")
     # The language model is the scripted one (`replay_with` gives it the recorded replies):
     # nothing of the configured model is loaded.
@@ -95,8 +101,7 @@ async def replay_with(config: Config, engines: Engines, record: Mapping[str, Any
     `speak` says caller lines again (text -> int16 at 16 kHz). The language model is replaced
     by the recorded replies."""
     began = time.monotonic()
-    timeline = build_timeline(record["events"],
-                              max(1, round(config.vad.min_speech_ms / 1000 / FRAME_SECONDS)))
+    timeline = replay_timeline(config, record)
     script = agent_script(record["llm_requests"], timeline)
     caller_clips = [clip for clip in clips if clip.kind == CALLER]
     source = caller_source(timeline, caller_clips)
@@ -120,6 +125,19 @@ async def replay_with(config: Config, engines: Engines, record: Mapping[str, Any
     return ReplayResult(str(record["session_id"]), source, tuple(lines), script,
                         tuple(recorded), tuple(replayed), tuple(compare(recorded, replayed)),
                         tuple(notes), clock.now(), time.monotonic() - began)
+
+
+def replay_timeline(config: Config, record: Mapping[str, Any]) -> Timeline:
+    """The record's events on the replay's timeline; ConfigError if it spans more than
+    `MAX_REPLAY_S`."""
+    timeline = build_timeline(record["events"],
+                              max(1, round(config.vad.min_speech_ms / 1000 / FRAME_SECONDS)))
+    if timeline.end > MAX_REPLAY_S:
+        raise ConfigError(f"session {record['session_id']}", "events",
+                          f"spans {timeline.end / 3600:.2f} hours on the replay's timeline "
+                          f"(each run from its microphone's start); a replay plays at most "
+                          f"{MAX_REPLAY_S / 3600:g} hours")
+    return timeline
 
 
 def _conversation(config: Config, script: AgentScript, timeline: Timeline,
