@@ -30,8 +30,6 @@ MAX_MS = 3_600_000
 """A length inside one unit or one speech (`played_ms`, word times, `silence_ms`): an hour."""
 MAX_WHOLE = 10**9
 """A turn, hop or session number."""
-SAMPLE_RATES = (1000, 384_000)
-"""A kept clip's sample rate, in Hz (telephone audio is 8000, studio audio 192 000)."""
 
 FILE_HINT = "not a session record as `demo --json` or `sessions show --json` writes it"
 DATABASE_HINT = ("the database's record of the session is damaged: `sessions show --json` "
@@ -137,15 +135,11 @@ def checked(data: object, source: str, hint: str = FILE_HINT) -> SessionRecord:
 
 
 def checked_clips(clips: Sequence[AudioClip], source: str) -> list[AudioClip]:
-    """Kept audio clips whose sample rate and moment can be used; else a ConfigError naming
-    the clip (a rate of 0 divides by zero, a moment of 1e18 lays out a page forever)."""
+    """Kept audio clips whose moment can be laid out; else a ConfigError naming the clip (a
+    moment of 1e18 lays out a page forever). Their rates were checked as they were read."""
     where = _Where(source, DATABASE_HINT)
-    low, high = SAMPLE_RATES
-    rate = Kind("a whole number", _is_whole, low, high, "Hz")
     for clip in clips:
-        name = f"kept audio {clip.kind} {clip.ref}"
-        _require(clip.sample_rate, f"{name}.sample_rate", rate, where)
-        _require(clip.at, f"{name}.at", CLOCK, where)
+        _require(clip.at, f"kept audio {clip.kind} {clip.ref}.at", CLOCK, where)
     return list(clips)
 
 

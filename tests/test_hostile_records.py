@@ -191,8 +191,8 @@ def test_kept_audio_that_cannot_be_drawn_is_named(tmp_path: Path) -> None:
     db = tmp_path / "data" / "edge-agent.db"
     store_record(db, _record(), audio=True)
     _damage(db, "UPDATE audio SET sample_rate = 0 WHERE ref = 'c1'")
-    line = _one_line(_edge_agent("-c", str(config), "inspect", "5e55"), CONFIG_ERROR)
-    assert "kept audio caller c1.sample_rate: must be from 1000 to 384000 (Hz), got 0" in line
+    line = _one_line(_edge_agent("-c", str(config), "inspect", "5e55"), STORE_ERROR)
+    assert "kept audio row id" in line and "sample_rate is 0, not a rate in 1000..384000" in line
     _damage(db, "UPDATE audio SET sample_rate = 16000, at = 1e18 WHERE ref = 'c1'")
     line = _one_line(_edge_agent("-c", str(config), "inspect", "5e55"), CONFIG_ERROR)
     assert "kept audio caller c1.at: must be from" in line

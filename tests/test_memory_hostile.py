@@ -71,22 +71,22 @@ def test_a_missing_table_is_a_clear_error(tmp_path: Path, capsys: pytest.Capture
     assert "its table(s) turns are missing" in err and "restore a backup" in err
 
 
-@pytest.mark.parametrize(("statement", "column"), [
-    ("UPDATE events SET data = '{not json'", "events.data"),
-    ("UPDATE events SET data = '[1, 2]'", "events.data"),
-    ("UPDATE sessions SET engines = 'oops'", "sessions.engines"),
+@pytest.mark.parametrize(("statement", "row"), [
+    ("UPDATE events SET data = '{not json'", "events row"),
+    ("UPDATE events SET data = '[1, 2]'", "events row"),
+    ("UPDATE sessions SET engines = 'oops'", "session s1"),
 ])
 @pytest.mark.parametrize("command", [["sessions", "show", "s1"],
                                      ["sessions", "show", "s1", "--json"],
                                      ["sessions", "export", "s1"], ["inspect", "s1"]])
 def test_a_json_column_that_is_not_json_is_a_clear_error(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], statement: str, column: str,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], statement: str, row: str,
         command: list[str]) -> None:
     db = _database(tmp_path)
     _tamper(db, statement)
     err = _fails(capsys, ["-c", _config(tmp_path), *command], StoreError.exit_code)
-    assert f"{column} of row" in err and "is not JSON holding" in err
-    assert "repair or delete that row" in err
+    assert row in err and "is not a JSON" in err
+    assert "restore the database from a backup" in err
 
 
 @pytest.mark.parametrize("rate", [0, -16000, 10**12, "'fast'"])
@@ -99,7 +99,7 @@ def test_kept_audio_with_an_impossible_sample_rate_is_a_clear_error(
     assert "kept audio row id 1: sample_rate is" in err and "DELETE FROM audio WHERE id = 1" in err
     assert not (tmp_path / "page.html").exists()
     reader = MemoryStore.open_reader(db)
-    with pytest.raises(StoreError, match=r"not a rate in 1\.\.384000"):
+    with pytest.raises(StoreError, match=r"not a rate in 1000\.\.384000"):
         kept_audio(reader, ["s1"])
     reader.close()
 

@@ -58,17 +58,19 @@ def kept_audio(store: MemoryStore, session_ids: Sequence[str]) -> list[AudioClip
     return [_clip(row, store.path) for row in store.audio(session_ids)]
 
 
-MAX_SAMPLE_RATE = 384_000
-"""Above any sound card's rate: a stored rate outside 1..this was not written by edge-agent."""
+SAMPLE_RATES = (1000, 384_000)
+"""Around every rate a sound card or voice uses: a stored rate outside them was not written by
+edge-agent (and a rate of 0 would divide by zero in every reader)."""
 
 
 def _clip(row: Row, path: Path) -> AudioClip:
     """A stored row as a clip; StoreError naming the row if it cannot be audio edge-agent
     wrote (another program may have changed the database): every reader divides by the rate."""
     rate, pcm, at = row["sample_rate"], row["pcm"], row["at"]
+    low, high = SAMPLE_RATES
     problem = (
-        f"sample_rate is {shown(repr(rate), 40)}, not a rate in 1..{MAX_SAMPLE_RATE}"
-        if not isinstance(rate, int) or not 0 < rate <= MAX_SAMPLE_RATE
+        f"sample_rate is {shown(repr(rate), 40)}, not a rate in {low}..{high}"
+        if not isinstance(rate, int) or not low <= rate <= high
         else f"pcm is {type(pcm).__name__}, not audio bytes" if not isinstance(pcm, bytes)
         else f"pcm holds {len(pcm)} bytes, not whole 16-bit samples" if len(pcm) % 2
         else f"at is {shown(repr(at), 40)}, not a time" if not isinstance(at, int | float)
