@@ -80,6 +80,26 @@ def test_the_microphone_start_is_read_off_the_speech_events_and_runs_follow_each
     assert second.to_replay(1.3) == pytest.approx(second.base + 1.28)
 
 
+def test_a_run_whose_session_opened_days_after_its_start_replays_from_just_before_it() -> None:
+    days = 3 * 24 * 3600  # a service that ran three days before someone came
+    near = [ev("SessionStarted", 0.02, how="speech"),
+            ev("UserSpeechStarted", 0.6935, audio_time=0.576),
+            ev("UserSpeechEnded", 2.0209, audio_time=2.0)]
+    far = [{**event, "at": event["at"] + days, **({"audio_time": event["audio_time"] + days}
+                                                    if "audio_time" in event else {})}
+           for event in near]
+    timeline = build_timeline(far, onset_frames=3)
+    run = timeline.runs[0]
+    assert run.skipped > days - 3 and (run.skipped / F) == pytest.approx(round(run.skipped / F))
+    assert timeline.end < 5  # not three days of frames to step through
+    # Every moment keeps its place in its frame, as in the run that started just before.
+    same = build_timeline(near, onset_frames=3)
+    for moved, kept in zip(timeline.events, same.events, strict=True):
+        assert ((moved.t - kept.t) / F) == pytest.approx(round((moved.t - kept.t) / F), abs=1e-6)
+    onset = run.audio_to_replay(float(far[1]["audio_time"]))
+    assert onset == pytest.approx(timeline.events[1].t - 3 * F, abs=1e-3)
+
+
 def test_a_run_without_speech_is_not_pinned() -> None:
     timeline = build_timeline([ev("SessionStarted", 0.02, how="start-up"),
                                ev("PlaybackStarted", 0.1, unit_id="u1")], onset_frames=3)

@@ -43,9 +43,9 @@ MIC_RATE = 16000
 OVERTIME_S = 60.0
 """Virtual seconds a replay may run past the recording's end before it is stopped."""
 MAX_REPLAY_S = 24 * 3600.0
-"""Virtual seconds a replay may span (its runs laid end to end, each from its microphone's
-start): a replay steps through every 32 ms frame of it, so a recorded moment of 1e9 s (in
-range for a record) would keep it busy for years."""
+"""Virtual seconds a replay may span (its runs laid end to end, each from just before its
+first event): a replay steps through every 32 ms frame of it, so a recorded moment of 1e9 s
+(in range for a record) would keep it busy for years."""
 SETTLE_TURNS = 100
 """Loop turns given to the work a frame triggers before the clock moves on (the loop must
 never fall behind the microphone, as a real one keeps up with real time)."""
@@ -135,7 +135,7 @@ def replay_timeline(config: Config, record: Mapping[str, Any]) -> Timeline:
     if timeline.end > MAX_REPLAY_S:
         raise ConfigError(f"session {record['session_id']}", "events",
                           f"spans {timeline.end / 3600:.2f} hours on the replay's timeline "
-                          f"(each run from its microphone's start); a replay plays at most "
+                          f"(each run from just before its first event); a replay plays at most "
                           f"{MAX_REPLAY_S / 3600:g} hours")
     return timeline
 

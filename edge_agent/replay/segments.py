@@ -62,7 +62,7 @@ def _from_clips(timeline: Timeline, clips: Sequence[AudioClip], mic_rate: int) -
             event = onsets[index] if index < len(onsets) else None
             if event is not None:
                 # The clip begins `preroll` frames before the frame its onset was declared in.
-                onset = run.base + float(event.data["audio_time"])
+                onset = run.audio_to_replay(float(event.data["audio_time"]))
                 declared = onset + timeline.onset_frames * FRAME_SECONDS
                 preroll = round((float(event.data["at"]) - clip.at) / FRAME_SECONDS)
                 start = declared - preroll * FRAME_SECONDS
@@ -86,7 +86,7 @@ def _from_transcripts(timeline: Timeline, speak: Speak, mic_rate: int) -> list[C
         for event in _run_events(timeline, run.run_id):
             if event.type != "UserSpeechStarted":
                 continue
-            onset = run.base + float(event.data["audio_time"])
+            onset = run.audio_to_replay(float(event.data["audio_time"]))
             text = _outcome_text(timeline, event)
             if not text.strip():
                 continue  # the agent's own echo, or nothing recognized: no caller words

@@ -25,6 +25,9 @@ FRAME_SECONDS = 512 / 16000
 """The microphone frame the loop takes (512 samples at 16 kHz)."""
 RUN_GAP_S = 2.0
 """Silence put between two runs of a session on the replay's timeline."""
+LEAD_S = 2.0
+"""Most of a run's quiet start kept before its first event: a service runs for days and opens a
+session whenever someone comes, and a replay steps through every frame it keeps."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,18 @@ class RunClock:
     """Where that moment lies on the replay's timeline (a frame boundary)."""
     pinned: bool
     """True when speech events pinned the microphone's start down; False: assumed at 0."""
+    skipped: float = 0.0
+    """Seconds of the run's quiet start left out (whole frames, so that every moment keeps
+    its place in its frame): all but `LEAD_S` before its first event."""
 
     def to_replay(self, at: float) -> float:
-        return self.base + at - self.mic_start
+        """A moment on the run's clock, on the replay's timeline."""
+        return self.base + at - self.mic_start - self.skipped
+
+    def audio_to_replay(self, audio_time: float) -> float:
+        """A moment of the run's microphone audio (an event's `audio_time`), on the replay's
+        timeline."""
+        return self.base + audio_time - self.skipped
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,9 @@ def build_timeline(events: Sequence[Mapping[str, Any]], onset_frames: int) -> Ti
     base = 0.0
     for run_id, run_events in by_run.items():
         mic_start, pinned = _mic_start(run_events, onset_frames)
-        run = RunClock(run_id, mic_start, base, pinned)
+        quiet = min(float(e["at"]) for e in run_events) - mic_start - LEAD_S
+        run = RunClock(run_id, mic_start, base, pinned,
+                       skipped=max(0, math.floor(quiet / FRAME_SECONDS)) * FRAME_SECONDS)
         runs.append(run)
         seen.update(round((float(e["at"]) - mic_start - float(e["audio_time"])) / FRAME_SECONDS)
                     for e in run_events if e["type"] == "UserSpeechStarted")
