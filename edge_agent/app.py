@@ -10,6 +10,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from edge_agent.audio.device import Microphone, Speaker
+from edge_agent.audio.echo_cancel import (
+    EchoCancelledMicrophone,
+    EchoCanceller,
+    WebRtcEchoCanceller,
+)
 from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
 from edge_agent.config import Config
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
@@ -222,14 +227,28 @@ def conversation_parts(config: Config, greeting: str | None = None,
     )
 
 
+def echo_canceller(config: Config, mic_rate: int, speaker_audible: bool) -> EchoCanceller | None:
+    """The echo canceller `[audio] echo_cancel` asks for: "auto" is on when the microphone can
+    hear the speaker (`speaker_audible`: a live device, a call with an echo path)."""
+    wanted = config.audio.echo_cancel
+    if wanted == "off" or (wanted == "auto" and not speaker_audible):
+        return None
+    return WebRtcEchoCanceller(mic_rate)
+
+
 def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,
                        speaker: Speaker, engines: Engines, log: EventLog,
                        memory: ConversationMemory | None = None,
                        unit_audio: UnitAudioWriter | None = None,
-                       owner: Callable[[str], Owner] = OwnerThread) -> Conversation:
+                       owner: Callable[[str], Owner] = OwnerThread,
+                       canceller: EchoCanceller | None = None) -> Conversation:
     """The loop with its parts around it. With `[memory] keep_audio` (and a memory database),
     the caller's speech and the played units are kept in it too. `owner`: where the engines'
-    blocking calls run (their own threads; inline on the loop for a virtual-clock replay)."""
+    blocking calls run (their own threads; inline on the loop for a virtual-clock replay).
+    With `canceller` (see `echo_canceller`), everything the loop hears from the microphone,
+    kept audio included, has the speaker's echo taken out."""
+    if canceller is not None:
+        mic = EchoCancelledMicrophone(mic, speaker, canceller)
     tools = parts.tools
     if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
         missing = ", ".join(sorted(engines.llm.tool_names - tools.names))

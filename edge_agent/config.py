@@ -29,6 +29,10 @@ class AudioConfig:
     """PyAudio input device: "" for the default, else an index or part of its name."""
     output_device: str = ""
     """PyAudio output device: "" for the default, else an index or part of its name."""
+    echo_cancel: str = "auto"
+    """Take the agent's own voice out of the microphone (WebRTC AEC3, fed the samples that
+    reached the speaker): "auto" (on wherever the microphone can hear the speaker: a live
+    device, a call with an echo path), "on", or "off" (a headset, where nothing leaks)."""
 
 
 @dataclass(frozen=True)
@@ -264,6 +268,7 @@ class ModelUse:
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {
+    "audio.echo_cancel": ("auto", "on", "off"),
     "stt.engine": ("auto", *STT_ENGINES),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),

@@ -254,12 +254,12 @@ class _Edits:
             del owner.node[:]
             owner.node.extend(rebuilt)
         used = {name for _, node in _all_nodes(graph) for name in node.input}
-        kept = []
+        kept: list[onnx.TensorProto] = []
         for tensor in graph.initializer:
             if tensor.name in used and tensor.name not in self._initializers:
-                copy = onnx.TensorProto()
-                copy.CopyFrom(tensor)
-                kept.append(copy)
+                kept_copy = onnx.TensorProto()
+                kept_copy.CopyFrom(tensor)
+                kept.append(kept_copy)
         del graph.initializer[:]
         graph.initializer.extend(kept + list(self._initializers.values()))
 
