@@ -30,7 +30,8 @@ class Room:
     response; 0: the microphone does not hear the speaker)."""
     delay_ms: float = 0.0
     """From the speaker's cursor to the microphone: device buffers plus the sound's flight
-    (40 ms is a typical kiosk). The simulator's streaming resampler makes it at least ~0.7 ms."""
+    (40 ms is a typical kiosk). In the simulator it is at least the ~0.8 ms its streaming
+    resampler holds samples back."""
     reverb_ms: float = 0.0
     """Time the reverberation takes to die away by 60 dB (RT60) in an exponentially decaying
     random impulse response (150 ms: a small furnished room; 0: none, the direct path only)."""
