@@ -126,8 +126,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         summarizer = await asyncio.to_thread(
             build_summarizer, config, engines.llm)
         speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
-        mic = VirtualMicrophone(clock, echo_of=speaker if call.echo_gain else None,
-                                echo_gain=call.echo_gain)
+        mic = VirtualMicrophone(clock, echo_of=speaker, room=call.room)
         lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
         log = EventLog(clock)
         canceller = echo_canceller(config, mic.sample_rate, speaker_audible=call.echo_gain > 0)

@@ -3,6 +3,7 @@ clock-paced virtual audio pair: the built-in `turns` and `echo` calls of `edge-a
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import subprocess
 import sys
@@ -65,6 +66,21 @@ def test_the_agents_own_echo_never_interrupts_it(tmp_path: Path, pause_on_speech
     # ...and it cut nothing, paused nothing, answered nothing.
     assert "BargeIn" not in types, record["stdout"]
     assert "PlaybackPaused" not in types, record["stdout"]  # no stutter on its own voice
+    (unit,) = record["units"]
+    assert unit["heard"] == unit["generated"]
+    assert [t["role"] for t in record["turns"]] == ["user", "assistant"]
+
+
+def test_the_agents_own_echo_through_a_room_never_interrupts_it(tmp_path: Path) -> None:
+    # The built-in echo call in a kiosk's room: the echo 40 ms late and reverberating.
+    built_in = importlib.resources.files("edge_agent.demo").joinpath("echo.toml")
+    call = tmp_path / "echo-room.toml"
+    call.write_text(built_in.read_text(encoding="utf-8")
+                    + "\n[room]\ndelay_ms = 40\nreverb_ms = 150\nseed = 1\n", encoding="utf-8")
+    record = _demo(tmp_path, str(call))
+    types = _types(record)
+    assert types.count("UserSpeechStarted") >= 2, record["stdout"]  # it heard itself...
+    assert "BargeIn" not in types, record["stdout"]  # ...and took none of it for the caller
     (unit,) = record["units"]
     assert unit["heard"] == unit["generated"]
     assert [t["role"] for t in record["turns"]] == ["user", "assistant"]

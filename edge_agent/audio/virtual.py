@@ -8,13 +8,15 @@ whatever audio was queued into it (silence otherwise).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import AsyncIterator
 
 import numpy as np
 
-from edge_agent.audio.pcm import silence
+from edge_agent.audio.pcm import StreamResampler, silence
 from edge_agent.audio.recent import RecentAudio
+from edge_agent.audio.room import Room, RoomEcho
 from edge_agent.clock import Clock
 
 
@@ -62,6 +64,18 @@ class VirtualSpeaker:
         elapsed = max(0.0, when - since)
         return min(self._written, frame + int(elapsed * self.sample_rate))
 
+    def played_when(self, frame: int) -> tuple[int, float] | None:
+        """When `frame` played, as (a frame, the clock time it began to play) of the same
+        stretch of continuous playback (a recent one): `frame` began at that time plus the
+        frames between over the rate. None if no recent stretch played it."""
+        stretches = [(old_frame, since) for _, old_frame, since in self._anchors]
+        stretches.append((self._anchor_frame, self._anchor_time))
+        # The latest stretch that reached `frame`: frames after an interrupt reuse numbers.
+        for anchor_frame, since in reversed(stretches):
+            if since is not None and anchor_frame <= frame:
+                return anchor_frame, since
+        return None
+
     def _anchor(self, frame: int, since: float | None) -> None:
         self._anchors.append((self._clock.now(), self._anchor_frame, self._anchor_time))
         self._anchor_frame, self._anchor_time = frame, since
@@ -108,12 +122,12 @@ class VirtualSpeaker:
 class VirtualMicrophone:
     """Delivers 16 kHz frames at capture pace; `say` queues audio to come out of it.
 
-    With `echo_of`, the microphone also hears that speaker, like a kiosk without an echo
-    canceller: each frame carries what the speaker played meanwhile, scaled by `echo_gain`.
+    With `echo_of` and a `room` whose echo_gain is above 0, the microphone also hears that
+    speaker through the room, like a kiosk without an echo canceller.
     """
 
     def __init__(self, clock: Clock, sample_rate: int = 16000, frame_samples: int = 512,
-                 echo_of: VirtualSpeaker | None = None, echo_gain: float = 0.5) -> None:
+                 echo_of: VirtualSpeaker | None = None, room: Room | None = None) -> None:
         self.sample_rate = sample_rate
         self.frame_samples = frame_samples
         self._clock = clock
@@ -121,9 +135,8 @@ class VirtualMicrophone:
         self._frames_out = 0
         self._drained = asyncio.Event()
         self._drained.set()
-        self._echo_of = echo_of
-        self._echo_gain = echo_gain
-        self._echo_heard = echo_of.played_frames() if echo_of is not None else 0
+        self._echo = (SpeakerEcho(echo_of, room, sample_rate, frame_samples)
+                      if echo_of is not None and room is not None and room.heard else None)
 
     def say(self, pcm: bytes) -> None:
         """Queue audio; it is captured after anything already queued."""
@@ -148,24 +161,67 @@ class VirtualMicrophone:
             if not self._pending:
                 self._drained.set()
             self._frames_out += 1
-            yield self._with_echo(frame, start + self._frames_out * frame_seconds)
+            if self._echo is not None:
+                # The speaker's cursor at the moment this frame was captured, not when it is
+                # handed over (the loop may be late): the echo keeps the timing a room gives it.
+                frame = self._echo.mixed_into(frame, start, self._frames_out)
+            yield frame
 
-    def _with_echo(self, frame: bytes, captured_at: float) -> bytes:
-        if self._echo_of is None:
-            return frame
-        # The speaker's cursor at the moment this frame was captured, not when it is handed
-        # over (the loop may be late): the echo keeps the timing a room would give it.
-        played = self._echo_of.played_frames_at(captured_at)
-        heard = self._echo_of.played_audio(self._echo_heard, played)
-        self._echo_heard = played
-        if not heard:
-            return frame
-        echo = np.frombuffer(heard, dtype=np.int16).astype(np.float64) * self._echo_gain
-        # What played during this frame, at the microphone's rate, ending with the frame.
-        count = min(self.frame_samples,
-                    round(len(echo) * self.sample_rate / self._echo_of.sample_rate))
-        positions = np.linspace(0, len(echo) - 1, count)
-        resampled = np.interp(positions, np.arange(len(echo)), echo)
+
+class SpeakerEcho:
+    """What a microphone hears of a speaker through a room, frame by frame.
+
+    The speaker's output is one continuous stream in time: each played sample at the moment
+    it played, silence where nothing played (idle, paused, before a start or after the end in
+    a frame). That stream is resampled to the microphone's rate without seams
+    (`StreamResampler`) and passed through the room (`RoomEcho`), so a sample the speaker
+    played at time t reaches the microphone at t + delay_ms.
+    """
+
+    SLACK = 2
+    """Speaker samples the stream may trail the call's time while nothing plays: the cursor
+    rounds to whole samples, and filling silence up to the exact time would push the next
+    sample played one late (a seam)."""
+
+    def __init__(self, speaker: VirtualSpeaker, room: Room, rate: int,
+                 frame_samples: int) -> None:
+        self._speaker = speaker
+        self._rate = rate
+        self._frame_samples = frame_samples
+        self._heard = speaker.played_frames()
+        self._fed = 0
+        """Speaker-rate samples of the stream so far, since the microphone started."""
+        self._resampler = StreamResampler(speaker.sample_rate, rate)
+        # The resampler holds a few samples back and the stream may trail by SLACK: that much
+        # of the room's delay is spent waiting for them, so every frame is whole.
+        lead = self._resampler.held_back + math.ceil(self.SLACK * rate / speaker.sample_rate)
+        self._room = RoomEcho(room, rate, spent_samples=lead)
+        self._ready = np.zeros(lead)
+
+    def mixed_into(self, frame: bytes, started: float, frames: int) -> bytes:
+        """`frame`, the `frames`-th of a microphone started at clock time `started`, with the
+        echo it heard."""
+        rate = self._speaker.sample_rate
+        captured_at = started + frames * self._frame_samples / self._rate
+        played = self._speaker.played_frames_at(captured_at)
+        heard = np.frombuffer(self._speaker.played_audio(self._heard, played),
+                              dtype=np.int16).astype(np.float64)
+        stream = [heard]
+        when = self._speaker.played_when(self._heard) if len(heard) else None
+        if when is not None:
+            anchor_frame, since = when
+            position = round((since - started) * rate) + self._heard - anchor_frame
+            stream.insert(0, np.zeros(max(0, position - self._fed)))
+        self._heard = played
+        fed = self._fed + sum(len(part) for part in stream)
+        due = frames * self._frame_samples * rate // self._rate - self.SLACK
+        stream.append(np.zeros(max(0, due - fed)))
+        pushed = np.concatenate(stream)
+        self._fed += len(pushed)
+        echo = self._room.process(self._resampler.push_samples(pushed))
+        self._ready = np.concatenate([self._ready, echo])
+        heard_now, self._ready = (self._ready[:self._frame_samples],
+                                  self._ready[self._frame_samples:])
         mixed = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
-        mixed[self.frame_samples - count:] += resampled
+        mixed[:len(heard_now)] += heard_now
         return bytes(np.clip(np.round(mixed), -32768, 32767).astype(np.int16).tobytes())

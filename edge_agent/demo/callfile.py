@@ -9,6 +9,13 @@ replies = [
   { say = "Let me book that.", tool = "book_table", arguments = { time = "7 PM", people = 4 } },
   "You're booked.",
 ]
+echo_gain = 0.3              # optional: the microphone hears the agent at this level
+
+[room]                       # optional: how that echo reaches the microphone
+delay_ms = 40                # device buffers plus the sound's flight (0..500, default 0)
+reverb_ms = 150              # the reverberation's decay by 60 dB (0..1000, default 0: none)
+clip = 0.5                   # a small speaker saturates at this fraction of full scale
+seed = 7                     # the room's random reflections (default 0): same seed, same echo
 
 [[caller]]
 say = "Hi, I want to book a table for tonight."
@@ -26,20 +33,29 @@ barge_in_after = 3.2         # seconds after the agent's current reply started p
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge_agent.audio.room import MAX_DELAY_MS, MAX_REVERB_MS, Room
 from edge_agent.conversation.builtin_tools import BUILTIN
 from edge_agent.engines.llm import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
 from edge_agent.tomlfile import parse_toml, read_text
-from edge_agent.validate import Bounds, TextRule, check_value
+from edge_agent.validate import Bounds, TextRule, check_value, warn
 
 DEFAULT_CALL = "luigis.toml"
 _TRIGGERS = ("at", "after_agent_done", "barge_in_after")
 _SECONDS = Bounds(0.0, 3600.0)
 _SAID = TextRule(required=True, why="write what the caller says")
+_ROOM_KEYS = {
+    "delay_ms": (float, Bounds(0.0, MAX_DELAY_MS)),
+    "reverb_ms": (float, Bounds(0.0, MAX_REVERB_MS)),
+    "clip": (float, Bounds(0.0, 1.0, open_low=True,
+                           why="a speaker clipping at 0 plays nothing; leave clip out for a "
+                           "clean speaker")),
+    "seed": (int, Bounds(0, 2**32 - 1)),
+}
 MAX_CALLER_LINES = 500
 """[[caller]] lines in one call file: every line is synthesized before the call starts, and
 the longest real call is a few dozen turns (tens of thousands kept `demo` "loading" for
@@ -73,8 +89,13 @@ class CallScript:
     """None: the configured language model answers."""
     tools: tuple[str, ...] | None = None
     """Tools the model may call in this call (None: those of the config)."""
-    echo_gain: float = 0.0
-    """How loud the agent's own voice comes back into the microphone (0: not at all)."""
+    room: Room = field(default_factory=Room)
+    """How the agent's own voice comes back into the microphone ([agent] echo_gain, [room])."""
+
+    @property
+    def echo_gain(self) -> float:
+        """How loud the agent's own voice comes back into the microphone (0: not at all)."""
+        return self.room.echo_gain
 
 
 def load_call(path: Path | None) -> CallScript:
@@ -94,9 +115,10 @@ def load_call(path: Path | None) -> CallScript:
 
 def parse_call(text: str, source: str) -> CallScript:
     data = parse_toml(text, source)
-    unknown = set(data) - {"agent", "caller"}
+    unknown = set(data) - {"agent", "caller", "room"}
     if unknown:
-        raise ConfigError(source, sorted(unknown)[0], "unknown key (expected [agent] and [[caller]])")
+        raise ConfigError(source, sorted(unknown)[0],
+                          "unknown key (expected [agent], [room] and [[caller]])")
     agent = data.get("agent", {})
     if not isinstance(agent, dict):
         raise ConfigError(source, "agent", "must be a table ([agent])")
@@ -123,7 +145,26 @@ def parse_call(text: str, source: str) -> CallScript:
                           "call starts): split the call into several files")
     lines = tuple(_line(entry, source, f"caller[{i + 1}]") for i, entry in enumerate(callers))
     return CallScript(source, lines, greeting, scripted,
-                      tuple(tools) if tools is not None else None, float(echo_gain))
+                      tuple(tools) if tools is not None else None,
+                      _room(data.get("room"), float(echo_gain), source))
+
+
+def _room(table: Any, echo_gain: float, source: str) -> Room:
+    if table is None:
+        return Room(echo_gain=echo_gain)
+    if not isinstance(table, dict):
+        raise ConfigError(source, "room", "must be a table ([room])")
+    extra = set(table) - set(_ROOM_KEYS)
+    if extra:
+        raise ConfigError(source, f"room.{sorted(extra)[0]}",
+                          f"unknown key ({', '.join(_ROOM_KEYS)}; the echo's level is "
+                          "[agent] echo_gain)")
+    values = {key: check_value(kind, table[key], source, f"room.{key}", bounds=bounds)
+              for key, (kind, bounds) in _ROOM_KEYS.items() if key in table}
+    if table and not echo_gain:
+        warn(source, "room", "the microphone does not hear the agent ([agent] echo_gain is 0), "
+             "so the room changes nothing")
+    return Room(echo_gain=echo_gain, **values)
 
 
 def _line(entry: Any, source: str, key: str) -> CallerLine:

@@ -20,6 +20,7 @@ from typing import Any
 
 from edge_agent.app import build_conversation, build_engines, conversation_parts
 from edge_agent.audio.pcm import resample
+from edge_agent.audio.room import Room
 from edge_agent.audio.virtual import VirtualMicrophone
 from edge_agent.clock import VirtualClock
 from edge_agent.config import Config
@@ -150,8 +151,7 @@ def _conversation(config: Config, script: AgentScript, timeline: Timeline,
     line_starts: list[float] = []  # the caller's, as it says them; the speaker follows them
     speaker = AlignedSpeaker(clock, engines.tts.sample_rate, log,
                              unit_starts(timeline, lines, engines.tts.sample_rate), line_starts)
-    mic = VirtualMicrophone(clock, MIC_RATE, echo_of=speaker if echo_gain else None,
-                            echo_gain=echo_gain)
+    mic = VirtualMicrophone(clock, MIC_RATE, echo_of=speaker, room=Room(echo_gain=echo_gain))
 
     # No memory: nothing of a replay is written.
     talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines, log=log,
