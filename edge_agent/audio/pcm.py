@@ -137,30 +137,3 @@ def write_wav(path: Path, pcm: bytes, rate: int) -> None:
         wav.setframerate(rate)
         wav.writeframes(pcm)
 
-
-class StreamResampler:
-    """Resamples a stream that comes in pieces, continuously: the fractional position carries
-    from one piece to the next (linear interpolation), so pieces leave no seams and the output
-    length follows the input's exactly over time (no drift)."""
-
-    def __init__(self, from_rate: int, to_rate: int) -> None:
-        self._step = from_rate / to_rate
-        self._position = 0.0
-        """Where the next output sample lies, in input samples from the held one."""
-        self._held = np.zeros(0, dtype=np.float64)
-
-    def push(self, pcm: bytes) -> bytes:
-        samples = np.concatenate([self._held, np.frombuffer(pcm, dtype=np.int16)])
-        if len(samples) < 2:
-            self._held = samples
-            return b""
-        last = len(samples) - 1
-        count = max(0, int(np.floor((last - self._position) / self._step)) + 1)
-        positions = self._position + self._step * np.arange(count)
-        positions = positions[positions < last]
-        out = np.interp(positions, np.arange(len(samples)), samples)
-        next_position = self._position + self._step * len(positions)
-        keep = int(np.floor(next_position))
-        self._held = samples[keep:]
-        self._position = next_position - keep
-        return bytes(np.clip(np.round(out), -32768, 32767).astype(np.int16).tobytes())
