@@ -1,0 +1,89 @@
+"""Real rooms: the agent's own voice in the microphone through a room (delay, reverberation, a
+small speaker's clipping), cancelled with the samples it played. Interruptions over the
+loudspeaker are taken and their words heard; the agent never interrupts itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edge_agent.bench.wer import normalize
+from edge_agent.config import Config, parse_config
+
+pytestmark = pytest.mark.models
+
+ROOM = """
+[room]
+delay_ms = 40
+reverb_ms = 150
+clip = 0.5
+seed = 1
+"""
+
+LONG_REPLY = ("We have a family menu with two pizzas, a large salad, four drinks and a dessert "
+              "for everyone, and on weekends the children eat for free until seven in the "
+              "evening.")
+SHORT_REPLY = "Sorry, let me keep it short. The family menu is forty euros."
+
+
+async def _call(tmp_path: Path, text: str, config: str = "") -> dict[str, Any]:
+    from edge_agent.demo.callfile import parse_call
+    from edge_agent.runner import run_demo
+
+    settings = parse_config(f'data_dir = "{tmp_path}"\n{config}', "edge-agent.toml")
+    printed: list[str] = []
+    record = await run_demo(settings, parse_call(text, "call.toml"), printer=printed.append,
+                            max_seconds=200)
+    return {**record, "printed": printed}
+
+
+def _types(record: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [e for e in record["events"] if e["type"] == kind]
+
+
+@pytest.mark.parametrize("gain", [0.3, 1.0])
+async def test_an_interruption_over_the_loudspeaker_is_taken_and_its_words_heard(
+        tmp_path: Path, gain: float) -> None:
+    record = await _call(tmp_path, f'''
+[agent]
+greeting = ""
+echo_gain = {gain}
+replies = ["{LONG_REPLY}", "{SHORT_REPLY}"]
+[[caller]]
+say = "What do you have for a family of four?"
+at = 0.5
+[[caller]]
+say = "Wait, that sounds like too much."
+barge_in_after = 2.6
+{ROOM}''')
+    printed = "\n".join(record["printed"])
+    assert record["engines"].get("echo_cancel") == "webrtc-aec3"
+    assert len(_types(record, "BargeIn")) == 1, printed  # before: none, the reply played on
+    users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
+    assert len(users) == 2 and "sounds like too much" in users[1], printed
+    cut, answer = record["units"][:2]
+    assert cut["interrupted"] and cut["heard"] and LONG_REPLY.startswith(cut["heard"])
+    assert answer["heard"] == SHORT_REPLY, printed  # never cut by its own echo
+
+
+async def test_twenty_replies_through_a_loud_room_never_interrupt_themselves(
+        tmp_path: Path) -> None:
+    replies = [f"Reply number {n} is here, and it keeps talking for a little while longer."
+               for n in range(1, 21)]
+    lines = "".join(f'[[caller]]\nsay = "Go on."\n{"at = 0.5" if n == 0 else "after_agent_done = true"}\n'
+                    for n in range(20))
+    quoted = ", ".join(f'"{reply}"' for reply in replies)
+    record = await _call(tmp_path, f'[agent]\ngreeting = ""\necho_gain = 1.0\n'
+                                   f'replies = [{quoted}]\n{lines}{ROOM}')
+    printed = "\n".join(record["printed"])
+    assert not _types(record, "BargeIn"), printed
+    assert not _types(record, "PlaybackPaused"), printed
+    units = [u for u in record["units"] if u["generated"]]
+    assert len(units) == 20 and all(u["heard"] == u["generated"] for u in units), printed
+
+
+def test_a_config_can_turn_it_off_for_a_headset() -> None:
+    assert parse_config('[audio]\necho_cancel = "off"\n', "c.toml").audio.echo_cancel == "off"
+    assert Config().audio.echo_cancel == "auto"
