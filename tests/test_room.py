@@ -62,7 +62,7 @@ def test_the_echo_arrives_delay_ms_after_the_sound(delay_ms: float) -> None:
 def test_the_reverberation_dies_away_60_db_over_reverb_ms(reverb_ms: float) -> None:
     impulse = np.zeros(RATE)
     impulse[0] = 10000.0
-    echo = RoomEcho(Room(echo_gain=1.0, reverb_ms=reverb_ms, seed=5), RATE).process(impulse)
+    echo = RoomEcho(Room(echo_gain=1.0, delay_ms=0.0, reverb_ms=reverb_ms, seed=5), RATE).process(impulse)
     length = round(reverb_ms * RATE / 1000)
 
     def level_db(start: float, end: float) -> float:
@@ -89,7 +89,7 @@ def test_no_reverb_is_the_direct_path_only() -> None:
 def test_a_small_speaker_clips_the_loud_and_keeps_the_quiet() -> None:
     seconds = np.arange(RATE) / RATE
     loud = 32767.0 * np.sin(2 * np.pi * 440 * seconds)
-    room = Room(echo_gain=0.8, clip=0.5)
+    room = Room(echo_gain=0.8, delay_ms=0.0, clip=0.5)
     echo = RoomEcho(room, RATE).process(loud)
     assert np.max(np.abs(echo)) <= 0.8 * 0.5 * 32768
     assert np.max(np.abs(echo)) > 0.8 * 0.5 * 32768 * 0.9  # flattened, not just scaled down
@@ -97,7 +97,7 @@ def test_a_small_speaker_clips_the_loud_and_keeps_the_quiet() -> None:
     np.testing.assert_allclose(RoomEcho(room, RATE).process(quiet), 0.8 * quiet,
                                atol=0.01 * 0.8 * 655)
     # With a reverberant room the level is bounded by the clipped speaker through the room.
-    reverberant = Room(echo_gain=0.8, reverb_ms=150.0, clip=0.5)
+    reverberant = Room(echo_gain=0.8, delay_ms=0.0, reverb_ms=150.0, clip=0.5)
     bound = 0.5 * 32768 * np.sum(np.abs(reverberant.impulse_response(RATE)))
     assert np.max(np.abs(RoomEcho(reverberant, RATE).process(loud))) <= bound
 
@@ -126,7 +126,7 @@ def test_spent_samples_shorten_the_delay_line() -> None:
     played = _noise(0.5)
     room = Room(echo_gain=1.0, delay_ms=40.0)
     assert _lag(played, RoomEcho(room, RATE, spent_samples=11).process(played)) == 640 - 11
-    assert _lag(played, RoomEcho(Room(echo_gain=1.0), RATE, spent_samples=11)
+    assert _lag(played, RoomEcho(Room(echo_gain=1.0, delay_ms=0.0), RATE, spent_samples=11)
                 .process(played)) == 0
 
 

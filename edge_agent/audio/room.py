@@ -28,10 +28,11 @@ class Room:
     echo_gain: float = 0.0
     """Level of the echo against what the speaker plays, linear (energy of the whole impulse
     response; 0: the microphone does not hear the speaker)."""
-    delay_ms: float = 0.0
+    delay_ms: float = 10.0
     """From the speaker's cursor to the microphone: device buffers plus the sound's flight
-    (40 ms is a typical kiosk). In the simulator it is at least the ~0.8 ms its streaming
-    resampler holds samples back."""
+    (40 ms is a typical kiosk; no real device is under a few ms, and an echo canceller counts on
+    the echo coming after what it is told played: WebRTC's misses an echo under ~1 ms). In the
+    simulator it is at least the ~0.8 ms its streaming resampler holds samples back."""
     reverb_ms: float = 0.0
     """Time the reverberation takes to die away by 60 dB (RT60) in an exponentially decaying
     random impulse response (150 ms: a small furnished room; 0: none, the direct path only)."""

@@ -12,7 +12,7 @@ replies = [
 echo_gain = 0.3              # optional: the microphone hears the agent at this level
 
 [room]                       # optional: how that echo reaches the microphone
-delay_ms = 40                # device buffers plus the sound's flight (0..500, default 0)
+delay_ms = 40                # device buffers plus the sound's flight (0..500, default 10)
 reverb_ms = 150              # the reverberation's decay by 60 dB (0..1000, default 0: none)
 clip = 0.5                   # a small speaker saturates at this fraction of full scale
 seed = 7                     # the room's random reflections (default 0): same seed, same echo
