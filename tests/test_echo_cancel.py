@@ -3,6 +3,8 @@ speaker's cursor, and `[audio] echo_cancel`."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,11 @@ def test_echo_cancel_is_on_where_the_microphone_hears_the_speaker() -> None:
     assert echo_canceller(forced, RATE, speaker_audible=False) is not None
     with pytest.raises(ConfigError, match="echo_cancel"):
         parse_config('[audio]\necho_cancel = "yes"\n', "c.toml")
+
+
+def test_without_livekit_the_canceller_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edge_agent.errors import EngineError
+
+    monkeypatch.setitem(sys.modules, "livekit.rtc", None)  # as on a machine without the wheel
+    with pytest.raises(EngineError, match=r'pip install livekit.*echo_cancel = "off"'):
+        WebRtcEchoCanceller(RATE)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pcm import StreamResampler
+from edge_agent.errors import EngineError
 
 APM_FRAME_SECONDS = 0.01
 """WebRTC's processing frame: 10 ms."""
@@ -47,7 +48,12 @@ class WebRtcEchoCanceller:
     lag: a microphone frame of any size comes out whole, the same size, every time."""
 
     def __init__(self, sample_rate: int, noise_suppression: bool = False) -> None:
-        from livekit.rtc import AudioFrame, AudioProcessingModule
+        try:
+            from livekit.rtc import AudioFrame, AudioProcessingModule
+        except ImportError as exc:
+            raise EngineError(f"the echo canceller needs the livekit package ({exc}): "
+                              "`pip install livekit` (a wheel for x86_64 and aarch64 Linux), "
+                              'or set [audio] echo_cancel = "off" (a headset)') from None
 
         self._frame_type: Any = AudioFrame
         self._apm = AudioProcessingModule(echo_cancellation=True, high_pass_filter=True,
