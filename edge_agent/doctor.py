@@ -148,6 +148,7 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
     groups = (_single("data dir", lambda c: _data_dir_line(c.config), 30),
               Group(lambda _: ("cpu", "ram", "disk"), _machine, 30),
               _single("memory db", lambda c: database_line(c.config.db_path, c.quick), 600),
+              _single("echo cancel", lambda c: _echo_cancel_line(c.config), 30),
               Group(doctor_checks.audio_names, doctor_checks.audio, 90),
               Group(doctor_checks.model_names, doctor_checks.models, 900))
     for group in groups:
@@ -263,6 +264,26 @@ def _data_dir_line(config: Config) -> CheckRecord:
                      "point data_dir elsewhere")
     return check("data dir", "ok", f"{path}: not there yet, created on the first run "
                  f"({parent} is writable)")
+
+
+def _echo_cancel_line(config: Config) -> CheckRecord:
+    """The echo canceller `run` will use, built and run over one frame (its library is a
+    wheel that a machine may lack)."""
+    import importlib.metadata
+
+    from edge_agent.audio.echo_cancel import WebRtcEchoCanceller
+
+    if config.audio.echo_cancel == "off":
+        return check("echo cancel", "ok", "off: the microphone must never hear the speaker "
+                     "(a headset)")
+    frame = bytes(2 * 512)
+    cleaned = WebRtcEchoCanceller(16000).process(frame, frame)
+    if len(cleaned) != len(frame):
+        return check("echo cancel", "FAIL", f"WebRTC's canceller returned {len(cleaned)} bytes "
+                     f"for {len(frame)}", "reinstall livekit (pip install --force-reinstall "
+                     "livekit)")
+    return check("echo cancel", "ok", f"webrtc-aec3 (livekit "
+                 f"{importlib.metadata.version('livekit')}), {config.audio.echo_cancel}")
 
 
 def _running_note(path: Path) -> str:

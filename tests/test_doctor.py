@@ -70,7 +70,7 @@ def _doctor(config: Path, env: dict[str, str], *args: str) -> subprocess.Complet
 def _lines(stdout: str) -> dict[str, str]:
     """Check name -> its whole line."""
     names = [*AUDIO_LINES, "config", "data dir", "cpu", "ram", "disk", "memory db",
-             "model vad", "model stt", "model tts", "model llm"]
+             "echo cancel", "model vad", "model stt", "model tts", "model llm"]
     found = {}
     for line in stdout.splitlines():
         for name in names:
@@ -332,6 +332,18 @@ def test_a_bad_config_is_a_fail_line_and_the_rest_still_runs(
     assert lines["config"].startswith(f"FAIL  config         {bad}: vad.threshold")
     assert "the other checks use the built-in defaults" in lines["config"]
     assert lines["cpu"] and lines["memory db"].startswith("ok    ")  # (cpu: ok, or busy: warn)
+
+
+@pytest.mark.parametrize(("setting", "expected"), [
+    ("auto", "ok    echo cancel    webrtc-aec3 (livekit "), ("off", "ok    echo cancel    off: ")])
+def test_the_echo_canceller_is_built_and_run_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None,
+        setting: str, expected: str) -> None:
+    config = tmp_path / "edge-agent.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n[audio]\necho_cancel = "{setting}"\n',
+                      encoding="utf-8")
+    _run(None, _args(config=config))
+    assert _lines(capsys.readouterr().out)["echo cancel"].startswith(expected)
 
 
 def test_a_scripted_llm_needs_its_replies_file(
