@@ -33,6 +33,10 @@ class AudioConfig:
     """Take the agent's own voice out of the microphone (WebRTC AEC3, fed the samples that
     reached the speaker): "auto" (on wherever the microphone can hear the speaker: a live
     device, a call with an echo path), "on", or "off" (a headset, where nothing leaks)."""
+    noise_suppression: str = "auto"
+    """Suppress steady noise (fans, traffic) in the microphone (WebRTC's noise suppressor, in
+    the same module as the echo canceller): "auto" (see `NOISE_SUPPRESSION_AUTO`), "on" or
+    "off"."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,7 @@ class ModelUse:
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "audio.echo_cancel": ("auto", "on", "off"),
+    "audio.noise_suppression": ("auto", "on", "off"),
     "stt.engine": ("auto", *STT_ENGINES),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_agent.app import echo_canceller
-from edge_agent.audio.echo_cancel import PlayedReference, WebRtcEchoCanceller
+from edge_agent.app import microphone_processing
+from edge_agent.audio.echo_cancel import PlayedReference, WebRtcProcessing
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.config import Config, parse_config
 from edge_agent.errors import ConfigError
@@ -42,7 +42,7 @@ def room_echo(far: np.ndarray, gain: float, delay_ms: float = 40, seed: int = 7)
 
 
 def run_canceller(near: np.ndarray, far: np.ndarray) -> np.ndarray:
-    canceller = WebRtcEchoCanceller(RATE)
+    canceller = WebRtcProcessing(RATE)
     out = []
     for at in range(0, len(near) - FRAME + 1, FRAME):
         near_frame = np.clip(near[at:at + FRAME], -32768, 32767).astype(np.int16).tobytes()
@@ -154,11 +154,11 @@ def test_the_reference_never_falls_far_behind_the_microphone() -> None:
 
 
 def test_echo_cancel_is_on_where_the_microphone_hears_the_speaker() -> None:
-    assert echo_canceller(Config(), RATE, speaker_audible=True) is not None
-    assert echo_canceller(Config(), RATE, speaker_audible=False) is None
+    assert microphone_processing(Config(), RATE, speaker_audible=True) is not None
+    assert microphone_processing(Config(), RATE, speaker_audible=False) is None
     headset = parse_config('[audio]\necho_cancel = "off"\n', "c.toml")
-    assert echo_canceller(headset, RATE, speaker_audible=True) is None
+    assert microphone_processing(headset, RATE, speaker_audible=True) is None
     forced = parse_config('[audio]\necho_cancel = "on"\n', "c.toml")
-    assert echo_canceller(forced, RATE, speaker_audible=False) is not None
+    assert microphone_processing(forced, RATE, speaker_audible=False) is not None
     with pytest.raises(ConfigError, match="echo_cancel"):
         parse_config('[audio]\necho_cancel = "yes"\n', "c.toml")
