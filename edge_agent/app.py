@@ -16,7 +16,7 @@ from edge_agent.audio.echo_cancel import (
     WebRtcProcessing,
 )
 from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
-from edge_agent.config import Config
+from edge_agent.config import NOISE_SUPPRESSION_AUTO, Config
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
 from edge_agent.conversation.builtin_tools import load_tools

@@ -9,6 +9,7 @@ import pytest
 from edge_agent.app import microphone_processing
 from edge_agent.audio.echo_cancel import PlayedReference, WebRtcProcessing
 from edge_agent.audio.recent import RecentAudio
+from edge_agent.audio.room import Room, RoomNoise
 from edge_agent.config import Config, parse_config
 from edge_agent.errors import ConfigError
 
@@ -162,3 +163,39 @@ def test_echo_cancel_is_on_where_the_microphone_hears_the_speaker() -> None:
     assert microphone_processing(forced, RATE, speaker_audible=False) is not None
     with pytest.raises(ConfigError, match="echo_cancel"):
         parse_config('[audio]\necho_cancel = "yes"\n', "c.toml")
+
+
+def test_noise_suppression_is_off_unless_asked_for() -> None:
+    assert microphone_processing(Config(), RATE, speaker_audible=False) is None
+    plain = microphone_processing(Config(), RATE, speaker_audible=True)
+    assert plain is not None and plain.engines == {"echo_cancel": "webrtc-aec3"}
+    asked = parse_config('[audio]\nnoise_suppression = "on"\n', "c.toml")
+    alone = microphone_processing(asked, RATE, speaker_audible=False)
+    assert alone is not None and alone.engines == {"noise_suppression": "webrtc-ns"}
+    both = microphone_processing(asked, RATE, speaker_audible=True)
+    assert both is not None and both.engines == {"echo_cancel": "webrtc-aec3",
+                                                 "noise_suppression": "webrtc-ns"}
+    off = parse_config('[audio]\nnoise_suppression = "off"\necho_cancel = "off"\n', "c.toml")
+    assert microphone_processing(off, RATE, speaker_audible=True) is None
+    with pytest.raises(ConfigError, match="noise_suppression"):
+        parse_config('[audio]\nnoise_suppression = "yes"\n', "c.toml")
+
+
+def test_noise_suppression_alone_takes_steady_noise_down_and_ignores_the_far_end() -> None:
+    noise = RoomNoise(Room(noise_db=-30.0, seed=2), RATE).take(4 * RATE)
+    pcm = np.clip(np.round(noise), -32768, 32767).astype(np.int16)
+
+    def suppressed(far_level: int) -> np.ndarray:
+        processing = WebRtcProcessing(RATE, echo_cancellation=False, noise_suppression=True)
+        far = np.full(FRAME, far_level, dtype=np.int16).tobytes()
+        out = [processing.process(pcm[i:i + FRAME].tobytes(), far)
+               for i in range(0, len(pcm) - FRAME + 1, FRAME)]
+        return np.frombuffer(b"".join(out), dtype=np.int16).astype(np.float64)
+
+    out = suppressed(0)
+    # Once it has learnt the noise (a second), it takes 10 dB and more off it.
+    assert db(out[2 * RATE:], noise[2 * RATE - LAG:len(out) - LAG]) < -10
+    # No echo canceller: what played does not matter.
+    assert np.array_equal(out, suppressed(12000))
+    with pytest.raises(ValueError, match="nothing to do"):
+        WebRtcProcessing(RATE, echo_cancellation=False)
