@@ -11,12 +11,12 @@ from pathlib import Path
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.echo_cancel import (
-    EchoCancelledMicrophone,
-    EchoCanceller,
-    WebRtcEchoCanceller,
+    MicrophoneProcessing,
+    ProcessedMicrophone,
+    WebRtcProcessing,
 )
 from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
-from edge_agent.config import Config
+from edge_agent.config import NOISE_SUPPRESSION_AUTO, Config
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
 from edge_agent.conversation.builtin_tools import load_tools
@@ -227,13 +227,18 @@ def conversation_parts(config: Config, greeting: str | None = None,
     )
 
 
-def echo_canceller(config: Config, mic_rate: int, speaker_audible: bool) -> EchoCanceller | None:
-    """The echo canceller `[audio] echo_cancel` asks for: "auto" is on when the microphone can
-    hear the speaker (`speaker_audible`: a live device, a call with an echo path)."""
-    wanted = config.audio.echo_cancel
-    if wanted == "off" or (wanted == "auto" and not speaker_audible):
+def microphone_processing(config: Config, mic_rate: int,
+                          speaker_audible: bool) -> MicrophoneProcessing | None:
+    """The cleaning `[audio]` asks for (None: none). echo_cancel "auto" is on when the
+    microphone can hear the speaker (`speaker_audible`: a live device, a call with an echo
+    path); noise_suppression "auto" is NOISE_SUPPRESSION_AUTO."""
+    audio = config.audio
+    cancel = audio.echo_cancel == "on" or (audio.echo_cancel == "auto" and speaker_audible)
+    suppress = audio.noise_suppression == "on" or (audio.noise_suppression == "auto"
+                                                   and NOISE_SUPPRESSION_AUTO)
+    if not (cancel or suppress):
         return None
-    return WebRtcEchoCanceller(mic_rate)
+    return WebRtcProcessing(mic_rate, echo_cancellation=cancel, noise_suppression=suppress)
 
 
 def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,
@@ -241,14 +246,14 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
                        memory: ConversationMemory | None = None,
                        unit_audio: UnitAudioWriter | None = None,
                        owner: Callable[[str], Owner] = OwnerThread,
-                       canceller: EchoCanceller | None = None) -> Conversation:
+                       processing: MicrophoneProcessing | None = None) -> Conversation:
     """The loop with its parts around it. With `[memory] keep_audio` (and a memory database),
     the caller's speech and the played units are kept in it too. `owner`: where the engines'
     blocking calls run (their own threads; inline on the loop for a virtual-clock replay).
-    With `canceller` (see `echo_canceller`), everything the loop hears from the microphone,
-    kept audio included, has the speaker's echo taken out."""
-    if canceller is not None:
-        mic = EchoCancelledMicrophone(mic, speaker, canceller)
+    With `processing` (see `microphone_processing`), everything the loop hears from the
+    microphone, kept audio included, is cleaned (the speaker's echo, steady noise)."""
+    if processing is not None:
+        mic = ProcessedMicrophone(mic, speaker, processing)
     tools = parts.tools
     if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
         missing = ", ".join(sorted(engines.llm.tool_names - tools.names))

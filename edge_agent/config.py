@@ -23,6 +23,16 @@ CONFIG_ENV = "EDGE_AGENT_CONFIG"
 SEARCH_PATHS = (Path("/etc/edge-agent/edge-agent.toml"),)
 
 
+NOISE_SUPPRESSION_AUTO = False
+"""What `[audio] noise_suppression = "auto"` means: off, because measured it does not lower the
+recognizer's WER where rooms are. Moonshine base on 20 Piper sentences (speech ~-19 dBFS),
+WebRTC NS off / on: clean 3.1 / 3.1 %; pink noise at -45 dBFS 0.6-3.1 / 2.5-3.7 %, -35 dBFS
+1.2-1.9 / 1.2-3.1 %, -30 dBFS 1.9-3.1 / 1.2-3.7 %; white at -35 dBFS 1.9-2.5 / 1.2-2.5 %
+(two noise seeds). Only near 6 dB SNR did it help (pink -25 dBFS 7.5 -> 3.7 %, white 10.6 ->
+6.8 %, one seed), and at 1 dB not (pink -20 dBFS 18 -> 19 %): the recognizer copes with
+steady noise better than with what the suppressor leaves. "on" is there for a loud room."""
+
+
 @dataclass(frozen=True)
 class AudioConfig:
     input_device: str = ""
@@ -33,6 +43,11 @@ class AudioConfig:
     """Take the agent's own voice out of the microphone (WebRTC AEC3, fed the samples that
     reached the speaker): "auto" (on wherever the microphone can hear the speaker: a live
     device, a call with an echo path), "on", or "off" (a headset, where nothing leaks)."""
+    noise_suppression: str = "auto"
+    """Suppress steady noise (fans, traffic) in the microphone (WebRTC's noise suppressor, in
+    the same module as the echo canceller): "auto" (off: measured, it does not lower the
+    recognizer's WER at a fan's or a street's level; see `NOISE_SUPPRESSION_AUTO`), "on" (a
+    very loud room, ~6 dB below the caller's voice) or "off"."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +284,7 @@ class ModelUse:
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "audio.echo_cancel": ("auto", "on", "off"),
+    "audio.noise_suppression": ("auto", "on", "off"),
     "stt.engine": ("auto", *STT_ENGINES),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),

@@ -271,13 +271,13 @@ def _echo_cancel_line(config: Config) -> CheckRecord:
     wheel that a machine may lack)."""
     import importlib.metadata
 
-    from edge_agent.audio.echo_cancel import WebRtcEchoCanceller
+    from edge_agent.audio.echo_cancel import WebRtcProcessing
 
     if config.audio.echo_cancel == "off":
         return check("echo cancel", "ok", "off: the microphone must never hear the speaker "
                      "(a headset)")
     frame = bytes(2 * 512)
-    cleaned = WebRtcEchoCanceller(16000).process(frame, frame)
+    cleaned = WebRtcProcessing(16000).process(frame, frame)
     if len(cleaned) != len(frame):
         return check("echo cancel", "FAIL", f"WebRTC's canceller returned {len(cleaned)} bytes "
                      f"for {len(frame)}", "reinstall livekit (pip install --force-reinstall "

@@ -20,10 +20,10 @@ from edge_agent.app import (
     build_summarizer,
     close_memory,
     conversation_parts,
-    echo_canceller,
+    microphone_processing,
     open_memory,
 )
-from edge_agent.audio.echo_cancel import EchoCanceller
+from edge_agent.audio.echo_cancel import MicrophoneProcessing
 from edge_agent.audio.pcm import resample
 from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
@@ -129,13 +129,14 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         mic = VirtualMicrophone(clock, echo_of=speaker, room=call.room)
         lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
         log = EventLog(clock)
-        canceller = echo_canceller(config, mic.sample_rate, speaker_audible=call.echo_gain > 0)
-        names = _with_canceller(names, canceller)
+        processing = microphone_processing(config, mic.sample_rate,
+                                           speaker_audible=call.echo_gain > 0)
+        names = _with_processing(names, processing)
         memory = await open_memory(config, parts, log, names, summarizer, db_path, lock)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio,
-                                  canceller=canceller)
+                                  processing=processing)
 
         async def greeting_begun() -> bool:
             await talk.started.wait()
@@ -221,9 +222,10 @@ async def _until_first(talking: asyncio.Task[None], work: Awaitable[Any], clock:
     task.result()
 
 
-def _with_canceller(names: dict[str, str], canceller: EchoCanceller | None) -> dict[str, str]:
-    """The engines a session records, the echo canceller among them when it runs."""
-    return {**names, "echo_cancel": "webrtc-aec3"} if canceller is not None else names
+def _with_processing(names: dict[str, str],
+                     processing: MicrophoneProcessing | None) -> dict[str, str]:
+    """The engines a session records, the microphone's cleaning among them when it runs."""
+    return {**names, **processing.engines} if processing is not None else names
 
 
 def _unfinished(cut_short: CallerLine | None, unsaid: list[CallerLine]) -> str:
@@ -305,13 +307,13 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         logs.append(log)
         summarizer = await asyncio.to_thread(
             build_summarizer, config, engines.llm)
-        canceller = echo_canceller(config, mic.sample_rate, speaker_audible=True)
-        names = _with_canceller(names, canceller)
+        processing = microphone_processing(config, mic.sample_rate, speaker_audible=True)
+        names = _with_processing(names, processing)
         memory = await open_memory(config, parts, log, names, summarizer, lock=lock)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio,
-                                  canceller=canceller)
+                                  processing=processing)
         def session_id() -> str | None:
             return memory.conversation.session_id
 

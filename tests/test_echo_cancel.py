@@ -8,9 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from edge_agent.app import echo_canceller
-from edge_agent.audio.echo_cancel import PlayedReference, WebRtcEchoCanceller
+from edge_agent.app import microphone_processing
+from edge_agent.audio.echo_cancel import PlayedReference, WebRtcProcessing
 from edge_agent.audio.recent import RecentAudio
+from edge_agent.audio.room import Room, RoomNoise
 from edge_agent.config import Config, parse_config
 from edge_agent.errors import ConfigError
 
@@ -44,7 +45,7 @@ def room_echo(far: np.ndarray, gain: float, delay_ms: float = 40, seed: int = 7)
 
 
 def run_canceller(near: np.ndarray, far: np.ndarray) -> np.ndarray:
-    canceller = WebRtcEchoCanceller(RATE)
+    canceller = WebRtcProcessing(RATE)
     out = []
     for at in range(0, len(near) - FRAME + 1, FRAME):
         near_frame = np.clip(near[at:at + FRAME], -32768, 32767).astype(np.int16).tobytes()
@@ -156,19 +157,55 @@ def test_the_reference_never_falls_far_behind_the_microphone() -> None:
 
 
 def test_echo_cancel_is_on_where_the_microphone_hears_the_speaker() -> None:
-    assert echo_canceller(Config(), RATE, speaker_audible=True) is not None
-    assert echo_canceller(Config(), RATE, speaker_audible=False) is None
+    assert microphone_processing(Config(), RATE, speaker_audible=True) is not None
+    assert microphone_processing(Config(), RATE, speaker_audible=False) is None
     headset = parse_config('[audio]\necho_cancel = "off"\n', "c.toml")
-    assert echo_canceller(headset, RATE, speaker_audible=True) is None
+    assert microphone_processing(headset, RATE, speaker_audible=True) is None
     forced = parse_config('[audio]\necho_cancel = "on"\n', "c.toml")
-    assert echo_canceller(forced, RATE, speaker_audible=False) is not None
+    assert microphone_processing(forced, RATE, speaker_audible=False) is not None
     with pytest.raises(ConfigError, match="echo_cancel"):
         parse_config('[audio]\necho_cancel = "yes"\n', "c.toml")
 
 
-def test_without_livekit_the_canceller_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_noise_suppression_is_off_unless_asked_for() -> None:
+    assert microphone_processing(Config(), RATE, speaker_audible=False) is None
+    plain = microphone_processing(Config(), RATE, speaker_audible=True)
+    assert plain is not None and plain.engines == {"echo_cancel": "webrtc-aec3"}
+    asked = parse_config('[audio]\nnoise_suppression = "on"\n', "c.toml")
+    alone = microphone_processing(asked, RATE, speaker_audible=False)
+    assert alone is not None and alone.engines == {"noise_suppression": "webrtc-ns"}
+    both = microphone_processing(asked, RATE, speaker_audible=True)
+    assert both is not None and both.engines == {"echo_cancel": "webrtc-aec3",
+                                                 "noise_suppression": "webrtc-ns"}
+    off = parse_config('[audio]\nnoise_suppression = "off"\necho_cancel = "off"\n', "c.toml")
+    assert microphone_processing(off, RATE, speaker_audible=True) is None
+    with pytest.raises(ConfigError, match="noise_suppression"):
+        parse_config('[audio]\nnoise_suppression = "yes"\n', "c.toml")
+
+
+def test_noise_suppression_alone_takes_steady_noise_down_and_ignores_the_far_end() -> None:
+    noise = RoomNoise(Room(noise_db=-30.0, seed=2), RATE).take(4 * RATE)
+    pcm = np.clip(np.round(noise), -32768, 32767).astype(np.int16)
+
+    def suppressed(far_level: int) -> np.ndarray:
+        processing = WebRtcProcessing(RATE, echo_cancellation=False, noise_suppression=True)
+        far = np.full(FRAME, far_level, dtype=np.int16).tobytes()
+        out = [processing.process(pcm[i:i + FRAME].tobytes(), far)
+               for i in range(0, len(pcm) - FRAME + 1, FRAME)]
+        return np.frombuffer(b"".join(out), dtype=np.int16).astype(np.float64)
+
+    out = suppressed(0)
+    # Once it has learnt the noise (a second), it takes 10 dB and more off it.
+    assert db(out[2 * RATE:], noise[2 * RATE - LAG:len(out) - LAG]) < -10
+    # No echo canceller: what played does not matter.
+    assert np.array_equal(out, suppressed(12000))
+    with pytest.raises(ValueError, match="nothing to do"):
+        WebRtcProcessing(RATE, echo_cancellation=False)
+
+
+def test_without_livekit_the_processing_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from edge_agent.errors import EngineError
 
     monkeypatch.setitem(sys.modules, "livekit.rtc", None)  # as on a machine without the wheel
     with pytest.raises(EngineError, match=r'pip install livekit.*echo_cancel = "off"'):
-        WebRtcEchoCanceller(RATE)
+        WebRtcProcessing(RATE)

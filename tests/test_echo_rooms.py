@@ -87,3 +87,27 @@ async def test_twenty_replies_through_a_loud_room_never_interrupt_themselves(
 def test_a_config_can_turn_it_off_for_a_headset() -> None:
     assert parse_config('[audio]\necho_cancel = "off"\n', "c.toml").audio.echo_cancel == "off"
     assert Config().audio.echo_cancel == "auto"
+
+
+@pytest.mark.parametrize("suppression", ["auto", "on"])
+async def test_a_caller_in_a_noisy_room_is_heard(tmp_path: Path, suppression: str) -> None:
+    record = await _call(tmp_path, f'''
+[agent]
+greeting = ""
+echo_gain = 0.3
+replies = ["{SHORT_REPLY}", "You're welcome."]
+[[caller]]
+say = "What do you have for a family of four?"
+at = 0.5
+[[caller]]
+say = "Thank you very much."
+after_agent_done = true
+{ROOM}noise_db = -35
+''', f'[audio]\nnoise_suppression = "{suppression}"\n')
+    printed = "\n".join(record["printed"])
+    engines = record["engines"]
+    assert engines.get("echo_cancel") == "webrtc-aec3"
+    assert engines.get("noise_suppression") == ("webrtc-ns" if suppression == "on" else None)
+    users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
+    # The noise opens no turn of its own: the caller's two lines, word for word.
+    assert users == ["what do you have for a family of 4", "thank you very much"], printed

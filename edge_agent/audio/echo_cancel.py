@@ -15,6 +15,10 @@ for x86_64 and aarch64): it estimates and tracks the delay between reference and
 on a 2-core x86 VM with a simulated room (40 ms delay, a decaying random impulse response, soft
 clipping): 36-40 dB of echo removed within the first second, 43-54 dB after two, at ~1.5 % of
 one core. The microphone's frames come out 10 ms later than they went in (the 10 ms framing).
+
+The same module suppresses steady noise (`[audio] noise_suppression`), with or without the echo
+canceller; off by default, as measured it does not lower the recognizer's WER (see
+`edge_agent.config.NOISE_SUPPRESSION_AUTO`).
 """
 
 from __future__ import annotations
@@ -34,30 +38,44 @@ cursor advances in bursts (one per device callback); more than this means the tw
 (a device restart), and the oldest is dropped so the reference follows the microphone again."""
 
 
-class EchoCanceller(Protocol):
-    """Takes the far end (what played) out of the near end (what the microphone heard)."""
+class MicrophoneProcessing(Protocol):
+    """Cleans what the microphone heard: takes the far end (what played) out of the near end,
+    and/or the room's steady noise."""
+
+    engines: dict[str, str]
+    """What runs, as a session records it among its engines (e.g. {"echo_cancel":
+    "webrtc-aec3"})."""
 
     def process(self, near: bytes, far: bytes) -> bytes:
-        """`near` cleaned of the echo of `far` (int16 at the microphone's rate, the same
-        length); the output lags the input by a fixed few milliseconds."""
+        """`near` cleaned (of the echo of `far`, of steady noise; int16 at the microphone's
+        rate, `far` the same length); the output lags the input by a fixed few milliseconds."""
         ...
 
 
-class WebRtcEchoCanceller:
-    """WebRTC AEC3 (livekit's AudioProcessingModule) in its 10 ms frames, with a fixed 10 ms
-    lag: a microphone frame of any size comes out whole, the same size, every time."""
+class WebRtcProcessing:
+    """WebRTC's audio processing module (livekit's): AEC3 and/or noise suppression, in its
+    10 ms frames, with a fixed 10 ms lag: a microphone frame of any size comes out whole, the
+    same size, every time. Without echo cancellation the far end is not used."""
 
-    def __init__(self, sample_rate: int, noise_suppression: bool = False) -> None:
+    def __init__(self, sample_rate: int, echo_cancellation: bool = True,
+                 noise_suppression: bool = False) -> None:
+        if not (echo_cancellation or noise_suppression):
+            raise ValueError("nothing to do: neither echo cancellation nor noise suppression")
         try:
             from livekit.rtc import AudioFrame, AudioProcessingModule
         except ImportError as exc:
-            raise EngineError(f"the echo canceller needs the livekit package ({exc}): "
+            raise EngineError(f"the microphone's processing needs the livekit package ({exc}): "
                               "`pip install livekit` (a wheel for x86_64 and aarch64 Linux), "
-                              'or set [audio] echo_cancel = "off" (a headset)') from None
+                              'or set [audio] echo_cancel = "off" (a headset) and '
+                              'noise_suppression = "off"') from None
 
         self._frame_type: Any = AudioFrame
-        self._apm = AudioProcessingModule(echo_cancellation=True, high_pass_filter=True,
+        self._apm = AudioProcessingModule(echo_cancellation=echo_cancellation,
+                                          high_pass_filter=True,
                                           noise_suppression=noise_suppression)
+        self._echo_cancellation = echo_cancellation
+        self.engines = {**({"echo_cancel": "webrtc-aec3"} if echo_cancellation else {}),
+                        **({"noise_suppression": "webrtc-ns"} if noise_suppression else {})}
         self.sample_rate = sample_rate
         self._step = int(sample_rate * APM_FRAME_SECONDS)
         self._near = bytearray()
@@ -69,13 +87,16 @@ class WebRtcEchoCanceller:
             raise ValueError(f"near and far must be the same length, got {len(near)} and "
                              f"{len(far)} bytes")
         self._near.extend(near)
-        self._far.extend(far)
+        if self._echo_cancellation:
+            self._far.extend(far)
         size = 2 * self._step
         while len(self._near) >= size:
-            reverse = self._frame_type(bytes(self._far[:size]), self.sample_rate, 1, self._step)
+            if self._echo_cancellation:
+                self._apm.process_reverse_stream(self._frame_type(
+                    bytes(self._far[:size]), self.sample_rate, 1, self._step))
+                del self._far[:size]
             stream = self._frame_type(bytes(self._near[:size]), self.sample_rate, 1, self._step)
-            del self._near[:size], self._far[:size]
-            self._apm.process_reverse_stream(reverse)
+            del self._near[:size]
             self._apm.process_stream(stream)
             self._out.extend(bytes(stream.data))
         out = bytes(self._out[:len(near)])
@@ -111,17 +132,19 @@ class PlayedReference:
         return out + bytes(size - len(out))
 
 
-class EchoCancelledMicrophone:
-    """A microphone whose frames have the speaker's echo taken out."""
+class ProcessedMicrophone:
+    """A microphone whose frames are cleaned: the speaker's echo taken out (with what it
+    played as the reference), steady noise suppressed."""
 
-    def __init__(self, mic: Microphone, speaker: Speaker, canceller: EchoCanceller) -> None:
+    def __init__(self, mic: Microphone, speaker: Speaker,
+                 processing: MicrophoneProcessing) -> None:
         self._mic = mic
         self.sample_rate = mic.sample_rate
         self.frame_samples = mic.frame_samples
         self._reference = PlayedReference(speaker, mic.sample_rate)
-        self._canceller = canceller
+        self._processing = processing
 
     async def frames(self) -> AsyncIterator[bytes]:
         async for frame in self._mic.frames():
             far = self._reference.take(len(frame) // 2)
-            yield self._canceller.process(frame, far)
+            yield self._processing.process(frame, far)

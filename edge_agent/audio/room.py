@@ -19,6 +19,9 @@ DIRECT_TO_REVERB_DB = 6.0
 """How much more energy the direct path from speaker to microphone carries than the
 reverberant tail: speaker and microphone share a box, the walls are farther."""
 FULL_SCALE = 32768.0
+NOISE_DB_RANGE = (-90.0, -10.0)
+"""Steady noise levels a room may have, dBFS: from inaudible to louder than most speech."""
+NOISE_KINDS = ("pink", "white", "brown")
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,15 @@ class Room:
     0.5 flattens the agent's loudest syllables and distorts the rest a little; None: a clean
     speaker)."""
     seed: int = 0
-    """Seed of the impulse response's random reflections: the same room, the same echo."""
+    """Seed of the impulse response's random reflections and of the steady noise: the same
+    room, the same echo and the same noise."""
+    noise_db: float | None = None
+    """Level of steady background noise the microphone hears, in dBFS (RMS against full
+    scale): -45 a quiet fan, -35 an office's ventilation, -30 a street through a door; None:
+    a silent room."""
+    noise_kind: str = "pink"
+    """The noise's spectrum: "pink" (equal energy per octave: fans, traffic, a room's hum),
+    "white" (hiss, flat to the Nyquist frequency) or "brown" (a rumble, mostly low)."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.echo_gain) and self.echo_gain >= 0):
@@ -55,6 +66,18 @@ class Room:
             raise ValueError(f"clip must be within (0, 1] or None, got {self.clip!r}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed!r}")
+        low, high = NOISE_DB_RANGE
+        if self.noise_db is not None and not low <= self.noise_db <= high:
+            raise ValueError(f"noise_db must be within {low:g}..{high:g} or None, "
+                             f"got {self.noise_db!r}")
+        if self.noise_kind not in NOISE_KINDS:
+            raise ValueError(f"noise_kind must be one of {', '.join(NOISE_KINDS)}, "
+                             f"got {self.noise_kind!r}")
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the microphone hears steady noise."""
+        return self.noise_db is not None
 
     @property
     def heard(self) -> bool:
@@ -118,3 +141,64 @@ class RoomEcho:
         full[:len(self._tail)] += self._tail
         self._tail = full[len(played):]
         return full[:len(played)]
+
+
+_SHAPING: dict[str, tuple[tuple[tuple[float, float], ...], float]] = {
+    # Paul Kellett's economy pink filter: three leaky integrators plus the white input, within
+    # 0.05 dB of 1/f over the speech band (a few Hz up) -- cheap, and continuous across frames.
+    "pink": (((0.99765, 0.0990460), (0.96300, 0.2965164), (0.57000, 1.0526913)), 0.1848),
+    "white": ((), 1.0),
+    # A leaky integrator: 1/f^2 above ~5 Hz at 16 kHz, without wandering off like a pure one.
+    "brown": (((0.998, 1.0),), 0.0),
+}
+"""Each kind as one-pole low-passes (pole, gain) fed the same white noise, summed with the
+white noise itself times a direct gain."""
+NOISE_BLOCK = 256
+"""Samples filtered at once: a one-pole's closed form divides by pole**n, which must stay far
+from float64's range (0.57 ** -256 is ~1e62)."""
+NOISE_WARM_UP_S = 1.0
+"""Noise run through the filters before the first sample is handed out, so the level is
+steady from the start (the slowest pole settles in a few hundred samples)."""
+
+
+class RoomNoise:
+    """A room's steady noise, piece by piece: `take(n)` returns the next n samples (int16
+    scale, float64) at `noise_db` RMS; the same room gives the same samples however the
+    stream is cut into pieces."""
+
+    def __init__(self, room: Room, rate: int) -> None:
+        if room.noise_db is None:
+            raise ValueError("the room has no steady noise (noise_db is None)")
+        # Its own stream, apart from the reflections': noise and echo do not share values.
+        self._random = np.random.default_rng([room.seed, 1])
+        self._poles, self._direct = _SHAPING[room.noise_kind]
+        self._states = [0.0] * len(self._poles)
+        self._scale = FULL_SCALE * 10.0 ** (room.noise_db / 20) / math.sqrt(self._variance())
+        self.take(round(NOISE_WARM_UP_S * rate))
+
+    def take(self, samples: int) -> np.ndarray:
+        pieces = [self._shaped(min(NOISE_BLOCK, samples - start))
+                  for start in range(0, samples, NOISE_BLOCK)]
+        noise: np.ndarray = (np.concatenate(pieces) if pieces else np.zeros(0)) * self._scale
+        return noise
+
+    def _shaped(self, samples: int) -> np.ndarray:
+        white = self._random.standard_normal(samples)
+        out = self._direct * white
+        for i, (pole, gain) in enumerate(self._poles):
+            # y[n] = pole * y[n-1] + gain * x[n], for the whole block at once
+            powers = pole ** np.arange(samples)
+            low_passed = powers * (pole * self._states[i] + gain * np.cumsum(white / powers))
+            self._states[i] = float(low_passed[-1])
+            out = out + low_passed
+        return out
+
+    def _variance(self) -> float:
+        """The shaped noise's variance for unit white noise: the low-passes are correlated
+        (they filter the same input), so the cross terms count."""
+        total = self._direct ** 2
+        for pole, gain in self._poles:
+            total += 2 * self._direct * gain
+            total += sum(gain * other_gain / (1 - pole * other_pole)
+                         for other_pole, other_gain in self._poles)
+        return total

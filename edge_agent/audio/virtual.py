@@ -16,7 +16,7 @@ import numpy as np
 
 from edge_agent.audio.pcm import StreamResampler, silence
 from edge_agent.audio.recent import RecentAudio
-from edge_agent.audio.room import Room, RoomEcho
+from edge_agent.audio.room import Room, RoomEcho, RoomNoise
 from edge_agent.clock import Clock
 
 
@@ -123,7 +123,8 @@ class VirtualMicrophone:
     """Delivers 16 kHz frames at capture pace; `say` queues audio to come out of it.
 
     With `echo_of` and a `room` whose echo_gain is above 0, the microphone also hears that
-    speaker through the room, like a kiosk without an echo canceller.
+    speaker through the room, like a kiosk without an echo canceller; in a `room` with
+    noise_db, it hears the room's steady noise in every frame, one continuous stream.
     """
 
     def __init__(self, clock: Clock, sample_rate: int = 16000, frame_samples: int = 512,
@@ -137,6 +138,8 @@ class VirtualMicrophone:
         self._drained.set()
         self._echo = (SpeakerEcho(echo_of, room, sample_rate, frame_samples)
                       if echo_of is not None and room is not None and room.heard else None)
+        self._noise = (RoomNoise(room, sample_rate)
+                       if room is not None and room.noisy else None)
 
     def say(self, pcm: bytes) -> None:
         """Queue audio; it is captured after anything already queued."""
@@ -165,7 +168,14 @@ class VirtualMicrophone:
                 # The speaker's cursor at the moment this frame was captured, not when it is
                 # handed over (the loop may be late): the echo keeps the timing a room gives it.
                 frame = self._echo.mixed_into(frame, start, self._frames_out)
+            if self._noise is not None:
+                frame = self._noisy(frame)
             yield frame
+
+    def _noisy(self, frame: bytes) -> bytes:
+        assert self._noise is not None
+        mixed = np.frombuffer(frame, dtype=np.int16) + self._noise.take(len(frame) // 2)
+        return bytes(np.clip(np.round(mixed), -32768, 32767).astype(np.int16).tobytes())
 
 
 class SpeakerEcho:

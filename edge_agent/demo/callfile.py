@@ -15,7 +15,9 @@ echo_gain = 0.3              # optional: the microphone hears the agent at this 
 delay_ms = 40                # device buffers plus the sound's flight (0..500, default 10)
 reverb_ms = 150              # the reverberation's decay by 60 dB (0..1000, default 0: none)
 clip = 0.5                   # a small speaker saturates at this fraction of full scale
-seed = 7                     # the room's random reflections (default 0): same seed, same echo
+seed = 7                     # the room's random reflections and noise (default 0): same seed, same room
+noise_db = -40               # steady background noise, dBFS (-90..-10; default: none)
+noise_kind = "pink"          # its spectrum: "pink" (default; fans, traffic), "white" (hiss), "brown" (rumble)
 
 [[caller]]
 say = "Hi, I want to book a table for tonight."
@@ -37,7 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_agent.audio.room import MAX_DELAY_MS, MAX_REVERB_MS, Room
+from edge_agent.audio.room import (
+    MAX_DELAY_MS,
+    MAX_REVERB_MS,
+    NOISE_DB_RANGE,
+    NOISE_KINDS,
+    Room,
+)
 from edge_agent.conversation.builtin_tools import BUILTIN
 from edge_agent.engines.llm import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
@@ -55,7 +63,10 @@ _ROOM_KEYS = {
                            why="a speaker clipping at 0 plays nothing; leave clip out for a "
                            "clean speaker")),
     "seed": (int, Bounds(0, 2**32 - 1)),
+    "noise_db": (float, Bounds(*NOISE_DB_RANGE)),
+    "noise_kind": (str, None),
 }
+_ROOM_CHOICES = {"noise_kind": NOISE_KINDS}
 MAX_CALLER_LINES = 500
 """[[caller]] lines in one call file: every line is synthesized before the call starts, and
 the longest real call is a few dozen turns (tens of thousands kept `demo` "loading" for
@@ -159,11 +170,15 @@ def _room(table: Any, echo_gain: float, source: str) -> Room:
         raise ConfigError(source, f"room.{sorted(extra)[0]}",
                           f"unknown key ({', '.join(_ROOM_KEYS)}; the echo's level is "
                           "[agent] echo_gain)")
-    values = {key: check_value(kind, table[key], source, f"room.{key}", bounds=bounds)
+    values = {key: check_value(kind, table[key], source, f"room.{key}", bounds=bounds,
+                               choices=_ROOM_CHOICES.get(key, ()))
               for key, (kind, bounds) in _ROOM_KEYS.items() if key in table}
-    if table and not echo_gain:
+    if "noise_kind" in values and "noise_db" not in values:
+        raise ConfigError(source, "room.noise_kind",
+                          "needs room.noise_db, the noise's level (e.g. -40)")
+    if set(values) - {"noise_db", "noise_kind", "seed"} and not echo_gain:
         warn(source, "room", "the microphone does not hear the agent ([agent] echo_gain is 0), "
-             "so the room changes nothing")
+             "so the room's echo path changes nothing")
     return Room(echo_gain=echo_gain, **values)
 
 
