@@ -14,7 +14,8 @@ for x86_64 and aarch64): it estimates and tracks the delay between reference and
 (device latency, a restart that moves it, the room's reverberation), in 10 ms frames. Measured
 on a 2-core x86 VM with a simulated room (40 ms delay, a decaying random impulse response, soft
 clipping): 36-40 dB of echo removed within the first second, 43-54 dB after two, at ~1.5 % of
-one core. The microphone's frames come out 10 ms later than they went in (the 10 ms framing).
+one core. The microphone's audio comes out 18 ms later than it went in (10 ms of framing, the
+rest WebRTC's band-splitting filters).
 
 The same module suppresses steady noise (`[audio] noise_suppression`), with or without the echo
 canceller; off by default, as measured it does not lower the recognizer's WER (see
