@@ -83,28 +83,62 @@ def refuse_unsafe_target(path: Path) -> bool:
     return True
 
 
-def open_private(path: Path, *, exclusive: bool = False) -> int:
-    """A file descriptor of `path` for writing (created 0600, truncated), never through a
-    symlink and never a device or FIFO (opened non-blocking, checked, then made blocking)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    flags |= os.O_EXCL if exclusive else 0
+class NotRegularFileError(UnsafePathError):
+    """`open_regular` found something other than a regular file at a path: `kind` says what,
+    in words ("a FIFO"), and `strerror` is "it is <kind>", for callers that fold it into their
+    own message."""
+
+    def __init__(self, path: Path, mode: int) -> None:
+        self.kind = kind_of(mode)
+        self.is_link = stat.S_ISLNK(mode)
+        super().__init__(errno.ELOOP if self.is_link else errno.EINVAL, f"it is {self.kind}",
+                         str(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename} is {self.kind}"
+
+
+def open_regular(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A blocking file descriptor of `path` opened with `flags` (and `mode` if it creates the
+    file), or NotRegularFileError if `path` is a symlink, a directory, a device, a FIFO or a
+    socket; any other OSError of the open as it came.
+
+    The last component is never followed (O_NOFOLLOW) and the open never blocks (O_NONBLOCK: a
+    FIFO with no writer would hang a read-only open forever); the descriptor is checked with
+    fstat, so what is checked is what was opened, not a path that could be swapped after a
+    look."""
     try:
-        handle = os.open(path, flags, 0o600)
+        handle = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # the last component is a symlink
-            raise UnsafePathError(f"{path} is a symbolic link; edge-agent does not write "
-                                  "through links: remove it or pass another path") from None
-        if exc.errno == errno.ENXIO:  # a FIFO nobody reads (or a device with nothing behind)
-            raise UnsafePathError(f"{path} is {kind_of(os.lstat(path).st_mode)}; edge-agent "
-                                  "writes only regular files: pass a path to a new or regular "
-                                  "file") from None
+            raise NotRegularFileError(path, stat.S_IFLNK) from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, a device with
+            # nothing behind it, a socket; a directory opened for writing
+            raise NotRegularFileError(path, os.lstat(path).st_mode) from None
         raise
     try:
-        mode = os.fstat(handle).st_mode
-        if not stat.S_ISREG(mode):
-            raise UnsafePathError(f"{path} is {kind_of(mode)}; edge-agent writes only regular "
-                                  "files: pass a path to a new or regular file")
+        found = os.fstat(handle).st_mode
+        if not stat.S_ISREG(found):
+            raise NotRegularFileError(path, found)
         os.set_blocking(handle, True)
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
+
+
+def open_private(path: Path, *, exclusive: bool = False) -> int:
+    """A file descriptor of `path` for writing (created 0600, truncated), never through a
+    symlink and never a device or FIFO (UnsafePathError saying what it is and what to do)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else 0)
+    try:
+        handle = open_regular(path, flags)
+    except NotRegularFileError as exc:
+        fix = ("edge-agent does not write through links: remove it or pass another path"
+               if exc.is_link else
+               "edge-agent writes only regular files: pass a path to a new or regular file")
+        raise UnsafePathError(f"{exc}; {fix}") from None
+    try:
         os.ftruncate(handle, 0)
     except BaseException:
         os.close(handle)

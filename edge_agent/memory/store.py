@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from edge_agent.errors import AlreadyRunningError, StoreError
-from edge_agent.files import kind_of
+from edge_agent.files import NotRegularFileError, open_regular
 from edge_agent.memory.database_file import (
     BUSY_TIMEOUT_MS,
     checked_state,
@@ -308,17 +307,16 @@ def _connect_own(path: Path) -> sqlite3.Connection:
     never a chmod: a file we did not create keeps its mode). The file is opened first without
     following a symlink and checked to be a regular file; SQLite's own open by name must then
     find that same file."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        handle = os.open(path, flags, 0o600)
+        handle = open_regular(path, os.O_RDWR | os.O_CREAT)
+    except NotRegularFileError as exc:
+        raise StoreError(path, f"it is {exc.kind}, not a database file",
+                         "point data_dir (or --db) at a regular file or a new path") from None
     except OSError as exc:
         raise StoreError(path, f"cannot create or open it ({exc.strerror or exc})",
                          "make the data dir a writable directory (config data_dir)") from None
     try:
         ours = os.fstat(handle)
-        if not stat.S_ISREG(ours.st_mode):
-            raise StoreError(path, f"it is {kind_of(ours.st_mode)}, not a database file",
-                             "point data_dir (or --db) at a regular file or a new path")
         connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         named = os.lstat(path)
         if (named.st_dev, named.st_ino) != (ours.st_dev, ours.st_ino):

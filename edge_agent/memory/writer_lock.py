@@ -14,16 +14,14 @@ WAL lets them read while the writer writes, and the writer never waits for them.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import stat
 import sys
 from pathlib import Path
 from types import TracebackType
 
 from edge_agent.errors import AlreadyRunningError, StoreError
-from edge_agent.files import kind_of
+from edge_agent.files import open_regular
 from edge_agent.memory.database_file import exists_as_file
 from edge_agent.printable import shown
 
@@ -94,14 +92,11 @@ class WriterLock:
 def current_holder(database: Path) -> str | None:
     """Who holds `database` for writing ("pid N: command"), or None if nobody does. Takes
     nothing: a probe that finds the lock free lets it go at once."""
-    path = lock_path(database)
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        handle = open_regular(lock_path(database), os.O_RDONLY)
+    except OSError:  # none, or not a lock file of ours: nobody holds it
         return None
     try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            return None
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -113,20 +108,9 @@ def current_holder(database: Path) -> str | None:
 
 def open_lock_file(path: Path) -> int:
     """A lock file, created 0600 if missing, never through a symlink and never a device or
-    FIFO; not truncated here (the holder's pid is in it until we hold the lock). OSError
-    saying what it is otherwise."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        handle = os.open(path, flags, 0o600)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OSError(exc.errno, "it is a symbolic link") from None
-        raise
-    mode = os.fstat(handle).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(handle)
-        raise OSError(errno.EINVAL, f"it is {kind_of(mode)}")
-    return handle
+    FIFO (`files.NotRegularFileError`, whose strerror says what it is); not truncated here (the
+    holder's pid is in it until we hold the lock)."""
+    return open_regular(path, os.O_RDWR | os.O_CREAT)
 
 
 def _holder(handle: int) -> str:
