@@ -26,7 +26,8 @@ from edge_agent.cli_memory import add_parsers as add_memory_parsers
 from edge_agent.cli_memory import run as run_memory_command
 from edge_agent.cli_service import add_parsers as add_service_parsers
 from edge_agent.cli_service import run as run_service_command
-from edge_agent.config import Config, load_config
+from edge_agent.config import Config
+from edge_agent.config_file import load_config
 from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.jsonfile import check_writable, write_json
 from edge_agent.service.journal import (

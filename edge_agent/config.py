@@ -1,27 +1,16 @@
-"""Configuration: one TOML file -> frozen dataclasses.
+"""The configuration: frozen dataclasses, every key with its default and what it means.
 
-Every key has a default here; `config/edge-agent.toml` documents them all (a test keeps the two
-in step). Errors name the file, the key and what is wrong.
+Every key has a default here, the one source of them; `config/edge-agent.toml` documents them
+all (a test keeps the two in step). Reading and checking a file is `config_file`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import stat
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from edge_agent import validate
 from edge_agent.errors import ConfigError
-from edge_agent.tomlfile import parse_toml, read_text
-from edge_agent.validate import Bounds, TextRule
-
-CONFIG_ENV = "EDGE_AGENT_CONFIG"
-SEARCH_PATHS = (Path("/etc/edge-agent/edge-agent.toml"),)
-
 
 NOISE_SUPPRESSION_AUTO = False
 """What `[audio] noise_suppression = "auto"` means: off, because measured it does not lower the
@@ -280,178 +269,3 @@ class ModelUse:
     """A model name from the manifest, or a path."""
     key: str
     """The config key that names it (for error messages)."""
-
-
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "audio.echo_cancel": ("auto", "on", "off"),
-    "audio.noise_suppression": ("auto", "on", "off"),
-    "stt.engine": ("auto", *STT_ENGINES),
-    "llm.engine": ("llama", "scripted"),
-    "heard.policy": ("completed", "started"),
-    "turns.language": ("en", "es", "hi", "fr", "de", "any"),
-    "session.start": ("immediate", "speech", "wake"),
-    "log.level": ("debug", "info", "warning", "error"),
-}
-_SILENCE = Bounds(64, 10000, advised=(150, 3000),
-                  advice="the agent answers too soon (cutting people off) or waits seconds")
-_BOUNDS: dict[str, Bounds] = {
-    "vad.threshold": Bounds(
-        0.0, 1.0, open_low=True, open_high=True,
-        why="at 0 every frame is speech (no turn ever ends), at 1 none is (the agent is deaf)",
-        advised=(0.15, 0.9), advice="the agent may take noise for speech or miss quiet voices"),
-    "vad.min_speech_ms": Bounds(32, 2000, advised=(64, 600),
-                                advice="clicks start turns, or short answers are missed"),
-    "vad.end_silence_ms": _SILENCE,
-    "vad.end_silence_complete_ms": _SILENCE,
-    "vad.end_silence_incomplete_ms": _SILENCE,
-    "vad.speculate_after_ms": Bounds(32, 10000),
-    "vad.preroll_ms": Bounds(0, 2000),
-    "tools.max_hops": Bounds(0, 20),
-    "llm.context_tokens": Bounds(256, 131072),
-    "llm.max_tokens": Bounds(1, 8192, advised=(16, 512),
-                             advice="replies are cut very short or run for minutes"),
-    "llm.temperature": Bounds(0.0, 2.0, advised=(0.0, 1.2),
-                              advice="replies above ~1.2 turn incoherent"),
-    "llm.threads": Bounds(1, 64),
-    "llm.seed": Bounds(0, 2**32 - 1),  # llama.cpp's seed is a uint32
-    "stt.threads": Bounds(1, 64),
-    "tts.threads": Bounds(1, 64),
-    "tts.length_scale": Bounds(0.3, 3.0, advised=(0.6, 1.8),
-                               advice="speech becomes hard to follow"),
-    "turns.barge_in_min_ms": Bounds(0, 5000, advised=(0, 1500),
-                                    advice="the caller must talk over the agent for seconds"),
-    "turns.barge_in_min_words": Bounds(0, 20, advised=(0, 5),
-                                       advice="few interruptions have that many words"),
-    "turns.barge_in_force_ms": Bounds(100, 60000, advised=(800, 10000),
-                                      advice="a long backchannel interrupts, or nothing does"),
-    "turns.echo_min_match": Bounds(
-        0.0, 1.0, open_low=True, why="at 0 any speech over the agent would be its echo",
-        advised=(0.3, 1.0), advice="real interruptions that repeat a few of the agent's words "
-        "are taken for its echo"),
-    "turns.echo_coherence": Bounds(
-        0.0, 1.0, open_low=True, why="at 0 every interruption would be taken for echo",
-        advised=(0.2, 0.95), advice="a caller is taken for echo (too low) or no echo is "
-        "recognized by sound (too high)"),
-    "session.idle_end_s": Bounds(0.0, 86400.0, advised=(10.0, 86400.0), off=0.0,
-                                 advice="a session ends while a caller is still thinking"),
-    "turns.history_turns": Bounds(1, 1000),
-    "memory.fold_turns": Bounds(1, 1000),
-    "memory.max_facts": Bounds(0, 500),
-    "memory.summary_chars": Bounds(80, 20000),
-    "memory.session_ttl_s": Bounds(0.0, 31536000.0),
-    "memory.retention_days": Bounds(
-        0.0, 36500.0, open_low=True, why="0 would delete the event logs of every closed session "
-        "at the next start (to keep them, leave the key out for the default 30 days, or set up "
-        "to 36500)"),
-    "memory.checkpoint_ms": Bounds(50, 5000),
-}
-_MODEL = "name a model from `edge-agent models list` or a path to its file"
-_TEXT: dict[str, TextRule] = {
-    "data_dir": TextRule(required=True, why="name the directory for models and session data"),
-    "vad.model": TextRule(required=True, why=_MODEL),
-    "stt.moonshine_model": TextRule(required=True, why=_MODEL),
-    "llm.model": TextRule(required=True, why=_MODEL),
-    "tts.voice": TextRule(required=True, why=_MODEL),
-    "turns.backchannel_classifier": TextRule(required=True, why='use "lexicon"'),
-    "memory.identity": TextRule(required=True, why='use "anonymous" for a shared kiosk'),
-    "memory.summarizer": TextRule(required=True, why='use "llm" or "extractive"'),
-    "turns.greeting": TextRule(max_words=40,
-                               advice="every session starts with a long wait for the caller"),
-}
-
-
-def check_value(expected: Any, value: Any, source: str, key: str) -> Any:
-    """`value` for config key `key` (e.g. "vad.threshold") as type `expected`, with that key's
-    bounds, choices and text rules; ConfigError naming the file and key otherwise."""
-    return validate.check_value(expected, value, source, key, bounds=_BOUNDS.get(key),
-                                choices=_CHOICES.get(key, ()), text=_TEXT.get(key))
-
-
-def load_config(path: Path | None = None) -> Config:
-    """Load `path`, else $EDGE_AGENT_CONFIG, else /etc/edge-agent/edge-agent.toml, else defaults."""
-    if path is None:
-        env = os.environ.get(CONFIG_ENV)
-        path = Path(env) if env else next((p for p in SEARCH_PATHS if p.is_file()), None)
-    if path is None:
-        return Config()
-    text = read_text(path, "config file")
-    if os.environ.get("INVOCATION_ID") or os.geteuid() == 0:
-        check_not_writable_by_others(path)
-    return parse_config(text, str(path))
-
-
-def check_not_writable_by_others(path: Path) -> None:
-    """Under systemd (which sets INVOCATION_ID) or as root, a config that someone else could
-    write is refused, like sshd's StrictModes: it may name code the agent runs (tools,
-    classifiers, summarizers) and files it writes."""
-    me = os.geteuid()
-    for place in (path, path.parent):
-        try:
-            info = place.stat()
-        except OSError:
-            continue
-        sticky_dir = place.is_dir() and info.st_mode & stat.S_ISVTX
-        if info.st_uid not in (0, me):
-            raise ConfigError(str(path), "", f"{place} is owned by uid {info.st_uid}, not root "
-                              f"or this user (uid {me}); a service only reads a config that "
-                              f"nobody else can change: chown root {place}")
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_dir:
-            raise ConfigError(str(path), "", f"{place} is writable by others (mode "
-                              f"{stat.S_IMODE(info.st_mode):04o}); a service only reads a "
-                              f"config that nobody else can change: chmod go-w {place}")
-
-
-def parse_config(text: str, source: str) -> Config:
-    data = parse_toml(text, source)
-    config: Config = _build(Config, data, source, "")
-    if config.session.start == "wake" and not validate.has_visible_text(config.session.wake_phrase):
-        raise ConfigError(source, "session.wake_phrase",
-                          'must name the words that open a session when start = "wake"')
-    vad = config.vad
-    if vad.speculate_after_ms > min(vad.end_silence_ms, vad.end_silence_complete_ms):
-        raise ConfigError(source, "vad.speculate_after_ms",
-                          f"must not exceed the shortest end-of-turn silence "
-                          f"({min(vad.end_silence_ms, vad.end_silence_complete_ms)} ms): the "
-                          "answer is prepared before the turn may end")
-    _check_llm_room(config.llm, source)
-    if config.memory.fold_turns > config.turns.history_turns:
-        validate.warn(source, "memory.fold_turns",
-                      f"{config.memory.fold_turns} is more than turns.history_turns "
-                      f"({config.turns.history_turns}): each fold empties the whole window")
-    return dataclasses.replace(config, source=source)
-
-
-PROMPT_ROOM = 128
-"""Tokens of the context that must stay for the prompt (system prompt, the caller's turn)."""
-
-
-def _check_llm_room(llm: LlmConfig, source: str) -> None:
-    room = llm.context_tokens - llm.max_tokens
-    if room < PROMPT_ROOM:
-        raise ConfigError(source, "llm.max_tokens",
-                          f"{llm.max_tokens} leaves {room} of llm.context_tokens "
-                          f"({llm.context_tokens}) for the prompt; at least {PROMPT_ROOM} are "
-                          "needed: lower max_tokens or raise context_tokens")
-    if room < 4 * PROMPT_ROOM:
-        validate.warn(source, "llm.context_tokens",
-                      f"leaves {room} tokens for the prompt after llm.max_tokens: the system "
-                      "prompt and the remembered turns are cut to fit")
-
-
-def _build(cls: type[Any], table: dict[str, Any], source: str, prefix: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        dotted = f"{prefix}{key}"
-        if key not in fields:
-            valid = ", ".join(sorted(fields))
-            raise ConfigError(source, dotted, f"unknown key (valid keys here: {valid})")
-        expected = hints[key]
-        if dataclasses.is_dataclass(expected):
-            if not isinstance(value, dict):
-                raise ConfigError(source, dotted, f"must be a table ([{dotted}])")
-            values[key] = _build(expected, value, source, f"{dotted}.")  # type: ignore[arg-type]
-        else:
-            values[key] = check_value(expected, value, source, dotted)
-    return cls(**values)

@@ -24,7 +24,8 @@ from typing import Literal, TypedDict
 
 from edge_agent import __version__
 from edge_agent.bench.machine import cpu_model
-from edge_agent.config import SEARCH_PATHS, Config, load_config
+from edge_agent.config import Config
+from edge_agent.config_file import SEARCH_PATHS, load_config
 from edge_agent.errors import ConfigError, EdgeAgentError, ModelMissingError
 from edge_agent.printable import escape_controls
 

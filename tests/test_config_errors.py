@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.config import Config, parse_config
+from edge_agent.config import Config
+from edge_agent.config_file import parse_config
 from edge_agent.validate import has_visible_text
 
 REPO = Path(__file__).resolve().parent.parent

@@ -43,7 +43,7 @@ _DOCTOR = """\
 import argparse, sys
 from pathlib import Path
 from edge_agent import cli_doctor
-from edge_agent.config import load_config
+from edge_agent.config_file import load_config
 from edge_agent.errors import EdgeAgentError
 parser = argparse.ArgumentParser(prog="edge-agent")
 parser.add_argument("-c", "--config", type=Path)

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from edge_agent.bench.wer import normalize
-from edge_agent.config import Config, parse_config
+from edge_agent.config import Config
+from edge_agent.config_file import parse_config
 
 pytestmark = pytest.mark.models
 

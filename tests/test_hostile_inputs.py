@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from edge_agent.cli import main
-from edge_agent.config import _BOUNDS, _CHOICES, _TEXT, Config, load_config
+from edge_agent.config import Config
+from edge_agent.config_file import _BOUNDS, _CHOICES, _TEXT, load_config
 from edge_agent.console import describe
 from edge_agent.datadir import LOCK_NAME, data_dir_lock
 from edge_agent.errors import AlreadyRunningError
@@ -394,7 +395,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(f'data_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom edge_agent.config import load_config\n"
+        [sys.executable, "-c", "import sys\nfrom edge_agent.config_file import load_config\n"
          "from edge_agent.datadir import data_dir_lock\n"
          f"with data_dir_lock(load_config(__import__('pathlib').Path({str(config)!r}))):\n"
          "    print('held', flush=True)\n    sys.stdin.read()\n"],

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from edge_agent import cli_service
-from edge_agent.config import Config, parse_config
+from edge_agent.config import Config
+from edge_agent.config_file import parse_config
 from edge_agent.errors import ServiceError
 from edge_agent.service.install import (
     Layout,
