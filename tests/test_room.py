@@ -16,9 +16,9 @@ import pytest
 
 from edge_agent.audio.pcm import StreamResampler, resample
 from edge_agent.audio.room import Room, RoomEcho
-from edge_agent.audio.virtual import SpeakerEcho, VirtualMicrophone, VirtualSpeaker
-from edge_agent.clock import VirtualClock
+from edge_agent.audio.virtual import SpeakerEcho, VirtualSpeaker
 from edge_agent.demo.callfile import load_call, parse_call
+from tests.virtual_room import SpeakerAction, capture
 
 RATE = 16000
 CALLER = '[[caller]]\nsay = "Hello there."\nat = 0.5\n'
@@ -183,34 +183,7 @@ def test_the_stream_resampler_keeps_a_tone_and_drops_what_would_alias() -> None:
     assert np.max(np.abs(streamed[200:-200] - offline[200:len(streamed) - 200])) <= 3
 
 
-Action = Callable[[VirtualSpeaker], object]
-
-
-async def _capture(room: Room, script: list[tuple[float, Action]], seconds: float) -> np.ndarray:
-    """What a virtual microphone hears in `seconds` while its speaker (22050 Hz) is driven by
-    `script`: (clock time, action) in time order."""
-    clock = VirtualClock()
-    speaker = VirtualSpeaker(clock, 22050)
-    mic = VirtualMicrophone(clock, echo_of=speaker, room=room)
-    wanted = round(seconds * RATE) // mic.frame_samples
-    frames: list[bytes] = []
-
-    async def read() -> None:
-        async for frame in mic.frames():
-            frames.append(frame)
-            if len(frames) == wanted:
-                return
-
-    reading = asyncio.create_task(read())
-    for when, action in script:
-        await clock.advance(when - clock.now())
-        action(speaker)
-    await clock.advance(seconds - clock.now() + 0.1)
-    await reading
-    return np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float64)
-
-
-def _write(samples: np.ndarray) -> Action:
+def _write(samples: np.ndarray) -> SpeakerAction:
     pcm = samples.astype(np.int16).tobytes()
     return lambda speaker: speaker.write(pcm)
 
@@ -247,7 +220,7 @@ def test_the_microphone_hears_the_speaker_delay_ms_after_it_played(delay_ms: flo
                                                                    scenario: str) -> None:
     script, played = SPEAKER_SCRIPTS[scenario]
     room = Room(echo_gain=0.5, delay_ms=delay_ms, reverb_ms=150.0, clip=0.5, seed=2)
-    heard = asyncio.run(_capture(room, script, 1.5))
+    heard = asyncio.run(capture(room, 1.5, script))
     # The speaker's output as one stream, through the room in one pass...
     stream = np.concatenate([*played, np.zeros(22050)])
     echo = RoomEcho(dataclasses.replace(room, delay_ms=0.0), RATE).process(
@@ -261,12 +234,12 @@ def test_the_microphone_hears_the_speaker_delay_ms_after_it_played(delay_ms: flo
     assert np.max(np.abs(heard - expected)) <= 0.5 + 1e-6
     assert np.max(np.abs(heard)) > 1000
     # The same call, the same samples.
-    assert np.array_equal(heard, asyncio.run(_capture(room, script, 1.5)))
+    assert np.array_equal(heard, asyncio.run(capture(room, 1.5, script)))
 
 
 def test_a_silent_room_adds_nothing() -> None:
-    heard = asyncio.run(_capture(Room(echo_gain=0.0, delay_ms=40.0, reverb_ms=150.0),
-                                 [(0.2, _write(np.full(5000, 9000)))], 0.5))
+    heard = asyncio.run(capture(Room(echo_gain=0.0, delay_ms=40.0, reverb_ms=150.0), 0.5,
+                                [(0.2, _write(np.full(5000, 9000)))]))
     assert not heard.any()
 
 

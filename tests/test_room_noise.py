@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from edge_agent.audio.room import NOISE_KINDS, Room, RoomNoise
-from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
-from edge_agent.clock import VirtualClock
 from edge_agent.demo.callfile import parse_call
 from edge_agent.errors import ConfigError
+from tests.virtual_room import capture
 
 RATE = 16000
 CALLER = '[[caller]]\nsay = "Hello there."\nat = 0.5\n'
@@ -29,29 +28,10 @@ def _band_energy(samples: np.ndarray, low: float, high: float) -> float:
     return float(np.sum(spectrum[(freqs >= low) & (freqs < high)]))
 
 
-async def _capture(room: Room, seconds: float) -> np.ndarray:
-    """What a virtual microphone in `room` hears in `seconds` with nobody talking."""
-    clock = VirtualClock()
-    mic = VirtualMicrophone(clock, echo_of=VirtualSpeaker(clock, 22050), room=room)
-    wanted = round(seconds * RATE) // mic.frame_samples
-    frames: list[bytes] = []
-
-    async def read() -> None:
-        async for frame in mic.frames():
-            frames.append(frame)
-            if len(frames) == wanted:
-                return
-
-    reading = asyncio.create_task(read())
-    await clock.advance(seconds + 0.1)
-    await reading
-    return np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float64)
-
-
 @pytest.mark.parametrize("kind", NOISE_KINDS)
 @pytest.mark.parametrize("noise_db", [-60.0, -45.0, -30.0, -10.0])
 def test_the_microphone_hears_the_noise_at_noise_db(kind: str, noise_db: float) -> None:
-    heard = asyncio.run(_capture(Room(noise_db=noise_db, noise_kind=kind, seed=3), 5.0))
+    heard = asyncio.run(capture(Room(noise_db=noise_db, noise_kind=kind, seed=3), 5.0))
     assert abs(_dbfs(heard) - noise_db) <= 1.0
     # Steady from the first frame: the first half second is as loud as the rest.
     assert abs(_dbfs(heard[:RATE // 2]) - noise_db) <= 1.5
@@ -71,9 +51,9 @@ def test_the_kinds_have_their_spectra() -> None:
 
 def test_the_same_seed_gives_the_same_noise_and_another_seed_other_noise() -> None:
     room = Room(noise_db=-40.0, seed=9)
-    first = asyncio.run(_capture(room, 1.0))
-    assert np.array_equal(first, asyncio.run(_capture(room, 1.0)))
-    other = asyncio.run(_capture(Room(noise_db=-40.0, seed=10), 1.0))
+    first = asyncio.run(capture(room, 1.0))
+    assert np.array_equal(first, asyncio.run(capture(room, 1.0)))
+    other = asyncio.run(capture(Room(noise_db=-40.0, seed=10), 1.0))
     assert not np.allclose(first, other)
 
 
@@ -85,39 +65,21 @@ def test_noise_frame_by_frame_is_one_pass() -> None:
     whole = RoomNoise(room, RATE).take(len(joined))
     np.testing.assert_allclose(joined, whole, atol=1e-6)
     # What the microphone hears in 512-sample frames is that stream, rounded to int16.
-    heard = asyncio.run(_capture(room, 2.0))
+    heard = asyncio.run(capture(room, 2.0))
     assert len(whole) > len(heard)
     assert np.max(np.abs(heard - np.round(whole[:len(heard)]))) <= 1.0
 
 
 def test_a_room_without_noise_db_is_silent() -> None:
-    assert not asyncio.run(_capture(Room(seed=3), 0.5)).any()
+    assert not asyncio.run(capture(Room(seed=3), 0.5)).any()
     with pytest.raises(ValueError, match="noise_db"):
         RoomNoise(Room(), RATE)
 
 
 def test_the_noise_is_mixed_with_the_echo() -> None:
-    clock = VirtualClock()
-    speaker = VirtualSpeaker(clock, 22050)
     room = Room(echo_gain=0.5, noise_db=-40.0, seed=1)
-    mic = VirtualMicrophone(clock, echo_of=speaker, room=room)
-
-    async def first_frames() -> np.ndarray:
-        frames: list[bytes] = []
-
-        async def read() -> None:
-            async for frame in mic.frames():
-                frames.append(frame)
-                if len(frames) == 40:
-                    return
-
-        reading = asyncio.create_task(read())
-        speaker.write(np.full(22050, 8000, dtype=np.int16).tobytes())
-        await clock.advance(1.5)
-        await reading
-        return np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float64)
-
-    heard = asyncio.run(first_frames())
+    steady = np.full(22050, 8000, dtype=np.int16).tobytes()
+    heard = asyncio.run(capture(room, 1.28, [(0.0, lambda speaker: speaker.write(steady))]))
     noise = np.round(RoomNoise(room, RATE).take(len(heard)))
     echo = heard - noise
     # The noise is exactly the room's; what is left is the speaker's steady 4000-ish echo.
