@@ -8,6 +8,7 @@ import pytest
 
 from edge_agent.audio import pulse_rig as pulse
 from edge_agent.models.catalog import Catalog, load_catalog
+from tests import model_server
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +47,10 @@ def pulse_audio() -> Iterator[pulse.PulseServer]:
             yield server
     except pulse.PulseUnavailable as exc:
         pytest.skip(f"PulseAudio not available: {exc}")
+
+
+@pytest.fixture
+def server() -> Iterator[model_server.Server]:
+    """A local HTTP server for `edge-agent models` tests (tests/model_server.py)."""
+    with model_server.running_server() as running:
+        yield running

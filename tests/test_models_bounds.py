@@ -16,19 +16,17 @@ from pathlib import Path
 
 from edge_agent.files import TEXT_FILE_LIMIT
 from edge_agent.models.fetch import PROGRESS_STEPS, UNPACK_RATIO, progress_bar
-from tests.test_models_fetch import (  # noqa: F401  (server is a fixture)
+from tests.model_server import (
     FETCH_ERROR,
     PAYLOAD_SIZE,
     Server,
     Setup,
-    _assert_clean_error,
-    _fetch,
-    _parts,
-    _random_bytes,
-    _setup,
-    _sha,
-    _single_file_model,
-    server,
+    archive_model,
+    assert_clean_error,
+    fetch,
+    random_bytes,
+    single_file_model,
+    write_setup,
 )
 
 CONFIG_ERROR = 2
@@ -50,16 +48,16 @@ def _leftovers(setup: Setup, name: str) -> list[str]:
 
 
 def test_a_server_that_keeps_sending_is_stopped_one_byte_past_the_size(
-        server: Server, tmp_path: Path) -> None:  # noqa: F811
-    data = _random_bytes(PAYLOAD_SIZE)
-    server.served.files["/w.bin"] = data
+        server: Server, tmp_path: Path) -> None:
+    data = random_bytes(PAYLOAD_SIZE)
+    url = server.serve("/w.bin", data)
     server.served.mode = "endless"  # the right bytes, then zeros for as long as anyone reads
-    url = f"{server.base_url}/w.bin"
-    setup = _setup(tmp_path, {"tiny": _single_file_model(url, data)})
+    url = url
+    setup = write_setup(tmp_path, {"tiny": single_file_model(url, data)})
 
-    result = _fetch(setup, "tiny")  # before the cap: read until the 600 s deadline
+    result = fetch(setup, "tiny")  # before the cap: read until the 600 s deadline
 
-    _assert_clean_error(result, FETCH_ERROR)
+    assert_clean_error(result, FETCH_ERROR)
     assert url in result.stderr
     assert f"expected {PAYLOAD_SIZE} bytes, received {PAYLOAD_SIZE + 1}" in result.stderr
     assert _leftovers(setup, "tiny") == []  # no final file, no part to resume from
@@ -69,15 +67,15 @@ def test_a_server_that_keeps_sending_is_stopped_one_byte_past_the_size(
 
 
 def test_a_length_announced_past_the_size_is_refused_before_reading(
-        server: Server, tmp_path: Path) -> None:  # noqa: F811
-    data = _random_bytes(PAYLOAD_SIZE)
-    server.served.files["/w.bin"] = data
-    model = _single_file_model(f"{server.base_url}/w.bin", data[:1000])
-    setup = _setup(tmp_path, {"tiny": model})
+        server: Server, tmp_path: Path) -> None:
+    data = random_bytes(PAYLOAD_SIZE)
+    url = server.serve("/w.bin", data)
+    model = single_file_model(url, data[:1000])
+    setup = write_setup(tmp_path, {"tiny": model})
 
-    result = _fetch(setup, "tiny")
+    result = fetch(setup, "tiny")
 
-    _assert_clean_error(result, FETCH_ERROR)
+    assert_clean_error(result, FETCH_ERROR)
     assert f"expected 1000 bytes, it announced {PAYLOAD_SIZE}" in result.stderr
     assert _leftovers(setup, "tiny") == []
     assert "MB/s" not in result.stderr  # nothing was read
@@ -135,22 +133,19 @@ def _zip_of(members: dict[str, bytes]) -> bytes:
 
 def _zip_model(served: Server, archive: bytes, extract: str, save_as: str,
                **extra: int) -> dict[str, object]:
-    served.served.files["/m.zip"] = archive
-    return {"kind": "stt", "entry": save_as, "files": [{
-        "url": f"{served.base_url}/m.zip", "size": len(archive), "sha256": _sha(archive),
-        "extract": extract, "save_as": save_as, **extra}]}
+    return archive_model(served.serve("/m.zip", archive), archive, extract, save_as, **extra)
 
 
 def test_a_zip_bomb_is_refused_before_anything_is_unpacked(
-        server: Server, tmp_path: Path) -> None:  # noqa: F811
+        server: Server, tmp_path: Path) -> None:
     bomb = 32 << 20  # 32 MiB of zeros deflate to ~32 KB
     archive = _zip_of({"model/conf.txt": b"ok\n", "model/weights.bin": bytes(bomb)})
     assert len(archive) * UNPACK_RATIO < bomb
-    setup = _setup(tmp_path, {"bomb": _zip_model(server, archive, "model/", "model")})
+    setup = write_setup(tmp_path, {"bomb": _zip_model(server, archive, "model/", "model")})
 
-    result = _fetch(setup, "bomb")
+    result = fetch(setup, "bomb")
 
-    _assert_clean_error(result, FETCH_ERROR)
+    assert_clean_error(result, FETCH_ERROR)
     assert f"unpacks to {bomb + 3} bytes, more than the {len(archive) * UNPACK_RATIO}" \
         in result.stderr
     assert "give unpacked_size in the manifest" in result.stderr
@@ -158,7 +153,7 @@ def test_a_zip_bomb_is_refused_before_anything_is_unpacked(
     assert _bytes_under(tmp_path / "data") == 0
 
 
-def test_unpacked_size_in_the_manifest_is_the_cap(server: Server, tmp_path: Path) -> None:  # noqa: F811
+def test_unpacked_size_in_the_manifest_is_the_cap(server: Server, tmp_path: Path) -> None:
     text = b"hello 1\nworld 2\n" * 200_000  # 3.2 MB of words that deflate ~200 times
     archive = _zip_of({"graph/words.txt": text, "graph/conf.txt": b"x\n"})
     unpacked = len(text) + 2
@@ -166,17 +161,17 @@ def test_unpacked_size_in_the_manifest_is_the_cap(server: Server, tmp_path: Path
 
     (tmp_path / "tight").mkdir()
     (tmp_path / "exact").mkdir()
-    tight = _setup(tmp_path / "tight", {"m": _zip_model(server, archive, "graph/", "graph",
+    tight = write_setup(tmp_path / "tight", {"m": _zip_model(server, archive, "graph/", "graph",
                                                          unpacked_size=unpacked - 1)})
-    refused = _fetch(tight, "m")
-    _assert_clean_error(refused, FETCH_ERROR)
+    refused = fetch(tight, "m")
+    assert_clean_error(refused, FETCH_ERROR)
     assert f"unpacks to {unpacked} bytes, more than the {unpacked - 1} allowed (the " \
         "manifest's unpacked_size)" in refused.stderr
     assert _leftovers(tight, "m") == []
 
-    exact = _setup(tmp_path / "exact", {"m": _zip_model(server, archive, "graph/", "graph",
+    exact = write_setup(tmp_path / "exact", {"m": _zip_model(server, archive, "graph/", "graph",
                                                          unpacked_size=unpacked)})
-    installed = _fetch(exact, "m")
+    installed = fetch(exact, "m")
     assert installed.returncode == 0, installed.stderr
     assert (exact.models_dir / "m" / "graph" / "words.txt").read_bytes() == text
 
@@ -193,13 +188,13 @@ def _lie_about_size(archive: bytes, size: int) -> bytes:
 
 
 def test_a_member_that_inflates_past_its_declared_size_is_cut_there(
-        server: Server, tmp_path: Path) -> None:  # noqa: F811
+        server: Server, tmp_path: Path) -> None:
     archive = _lie_about_size(_zip_of({"w.bin": bytes(16 << 20)}), 1000)
-    setup = _setup(tmp_path, {"liar": _zip_model(server, archive, "w.bin", "w.bin")})
+    setup = write_setup(tmp_path, {"liar": _zip_model(server, archive, "w.bin", "w.bin")})
 
-    result = _fetch(setup, "liar")
+    result = fetch(setup, "liar")
 
-    _assert_clean_error(result, FETCH_ERROR)
+    assert_clean_error(result, FETCH_ERROR)
     assert "not a valid zip archive" in result.stderr and "CRC" in result.stderr
     assert _leftovers(setup, "liar") == []
 
@@ -208,12 +203,12 @@ def test_a_member_that_inflates_past_its_declared_size_is_cut_there(
 
 
 def test_a_huge_manifest_is_refused_unread(tmp_path: Path) -> None:
-    setup = _setup(tmp_path, {})
+    setup = write_setup(tmp_path, {})
     with setup.manifest.open("w", encoding="utf-8") as out:
         line = "# " + "x" * 1000 + "\n"
         for _ in range(TEXT_FILE_LIMIT // len(line) + 2):
             out.write(line)
     for manifest in (setup.manifest, Path("/dev/zero")):
-        result = _fetch(Setup(setup.tmp, setup.config, manifest, setup.models_dir), "m")
-        _assert_clean_error(result, CONFIG_ERROR)
+        result = fetch(Setup(setup.tmp, setup.config, manifest, setup.models_dir), "m")
+        assert_clean_error(result, CONFIG_ERROR)
         assert f"{manifest}: cannot read manifest: larger than 1 MiB" in result.stderr

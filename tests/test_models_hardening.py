@@ -20,19 +20,18 @@ from edge_agent.errors import ConfigError, ModelFetchError, ModelFileError
 from edge_agent.models import hashrecord
 from edge_agent.models.catalog import HASHES_FILE, load_catalog
 from edge_agent.models.fetch import fetch_model
-from tests.test_models_fetch import (  # noqa: F401  (server is a fixture)
+from tests.model_server import (
     FETCH_ERROR,
     Server,
     Setup,
-    _assert_clean_error,
-    _cli,
-    _fetch,
-    _parts,
-    _random_bytes,
-    _setup,
-    _sha,
-    _single_file_model,
-    server,
+    assert_clean_error,
+    fetch,
+    models_cli,
+    part_files,
+    random_bytes,
+    sha,
+    single_file_model,
+    write_setup,
 )
 
 CONFIG_ERROR = 2
@@ -150,10 +149,10 @@ BAD_MANIFESTS = [
 
 @pytest.mark.parametrize(("text", "key"), [pytest.param(t, k, id=i) for i, t, k in BAD_MANIFESTS])
 def test_bad_manifest_is_one_config_error_line(tmp_path: Path, text: str, key: str) -> None:
-    setup = _setup(tmp_path, {})
+    setup = write_setup(tmp_path, {})
     setup.manifest.write_text(text, encoding="utf-8")
-    result = _fetch(setup, "m")
-    _assert_clean_error(result, CONFIG_ERROR)
+    result = fetch(setup, "m")
+    assert_clean_error(result, CONFIG_ERROR)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert f"{setup.manifest}: {key}: " in lines[0], lines[0]
@@ -166,25 +165,25 @@ def test_built_in_manifest_is_valid(tmp_path: Path) -> None:
 
 
 def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
-    setup = _setup(tmp_path, {})
+    setup = write_setup(tmp_path, {})
     setup.manifest.write_text(_manifest_text(files="colour = 1"), encoding="utf-8")
-    result = _cli(setup, "list", "--manifest", str(setup.manifest))
-    _assert_clean_error(result, CONFIG_ERROR)
+    result = models_cli(setup, "list", "--manifest", str(setup.manifest))
+    assert_clean_error(result, CONFIG_ERROR)
     assert "valid keys here: extract, save_as, sha256, size, unpacked_size, url" in result.stderr
 
 
 # --------------------------------------------------------------------------- traversal
 
 
-def test_save_as_traversal_is_refused_and_writes_nothing(server: Server, tmp_path: Path) -> None:  # noqa: F811
-    data = _random_bytes(1000)
-    server.served.files["/w.bin"] = data
-    model = _single_file_model(f"{server.base_url}/w.bin", data, save_as="../../../outside")
+def test_save_as_traversal_is_refused_and_writes_nothing(server: Server, tmp_path: Path) -> None:
+    data = random_bytes(1000)
+    url = server.serve("/w.bin", data)
+    model = single_file_model(url, data, save_as="../../../outside")
     model["entry"] = "w.bin"
-    setup = _setup(tmp_path, {"m": model})
+    setup = write_setup(tmp_path, {"m": model})
     outside = setup.models_dir / "m" / "../../../outside"
-    result = _fetch(setup, "m")
-    _assert_clean_error(result, CONFIG_ERROR)
+    result = fetch(setup, "m")
+    assert_clean_error(result, CONFIG_ERROR)
     assert "models.m.files[0].save_as" in result.stderr
     assert "'..' is not allowed" in result.stderr
     assert not outside.exists()
@@ -193,19 +192,18 @@ def test_save_as_traversal_is_refused_and_writes_nothing(server: Server, tmp_pat
     assert server.served.requests == []  # refused before any download
 
 
-def test_symlink_leading_out_is_refused_at_write_time(server: Server, tmp_path: Path) -> None:  # noqa: F811
+def test_symlink_leading_out_is_refused_at_write_time(server: Server, tmp_path: Path) -> None:
     """The manifest's path is fine; a link on disk would carry the write outside."""
-    data = _random_bytes(1000)
-    server.served.files["/w.bin"] = data
-    setup = _setup(tmp_path, {"m": _single_file_model(f"{server.base_url}/w.bin", data,
-                                                      save_as="sub/w.bin")})
+    data = random_bytes(1000)
+    url = server.serve("/w.bin", data)
+    setup = write_setup(tmp_path, {"m": single_file_model(url, data, save_as="sub/w.bin")})
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (setup.models_dir / "m").mkdir(parents=True)
     (setup.models_dir / "m" / "sub").symlink_to(elsewhere)
 
-    result = _fetch(setup, "m")
-    _assert_clean_error(result, FETCH_ERROR)
+    result = fetch(setup, "m")
+    assert_clean_error(result, FETCH_ERROR)
     assert "outside the model's directory" in result.stderr
     assert list(elsewhere.iterdir()) == []
 
@@ -214,11 +212,11 @@ def test_symlink_leading_out_is_refused_at_write_time(server: Server, tmp_path: 
 
 
 @pytest.mark.parametrize("mode", ["stall", "silent"])
-def test_stalled_server_is_a_fetch_error_and_keeps_the_part(server: Server, tmp_path: Path,  # noqa: F811
+def test_stalled_server_is_a_fetch_error_and_keeps_the_part(server: Server, tmp_path: Path,
                                                             mode: str) -> None:
-    data = _random_bytes(50_000)
-    server.served.files["/w.bin"] = data
-    setup = _setup(tmp_path, {"m": _single_file_model(f"{server.base_url}/w.bin", data)})
+    data = random_bytes(50_000)
+    url = server.serve("/w.bin", data)
+    setup = write_setup(tmp_path, {"m": single_file_model(url, data)})
     server.served.mode, server.served.cut_at = mode, 1000
     catalog = load_catalog(setup.models_dir, setup.manifest)
 
@@ -228,7 +226,7 @@ def test_stalled_server_is_a_fetch_error_and_keeps_the_part(server: Server, tmp_
     assert "stalled: no data for 0.3 s" in str(caught.value)
     assert "run the same command to resume" in str(caught.value)
     kept = 1000 if mode == "stall" else 0
-    assert [p.stat().st_size for p in _parts(setup.models_dir)] == ([kept] if kept else [])
+    assert [p.stat().st_size for p in part_files(setup.models_dir)] == ([kept] if kept else [])
 
     server.served.mode = "normal"
     assert fetch_model(catalog, "m", stall_timeout=5).read_bytes() == data
@@ -236,11 +234,11 @@ def test_stalled_server_is_a_fetch_error_and_keeps_the_part(server: Server, tmp_
         assert server.served.ranges("/w.bin")[-1] == f"bytes={kept}-"
 
 
-def test_trickling_server_hits_the_deadline(server: Server, tmp_path: Path) -> None:  # noqa: F811
+def test_trickling_server_hits_the_deadline(server: Server, tmp_path: Path) -> None:
     """One byte at a time never trips a per-read timeout; the overall deadline ends it."""
-    data = _random_bytes(50_000)
-    server.served.files["/w.bin"] = data
-    setup = _setup(tmp_path, {"m": _single_file_model(f"{server.base_url}/w.bin", data)})
+    data = random_bytes(50_000)
+    url = server.serve("/w.bin", data)
+    setup = write_setup(tmp_path, {"m": single_file_model(url, data)})
     server.served.mode = "trickle"
     catalog = load_catalog(setup.models_dir, setup.manifest)
 
@@ -248,7 +246,7 @@ def test_trickling_server_hits_the_deadline(server: Server, tmp_path: Path) -> N
         fetch_model(catalog, "m", stall_timeout=10, deadline_s=0.3)
     assert caught.value.exit_code == FETCH_ERROR
     assert "too slow: not done after 0.3 s" in str(caught.value)
-    parts = _parts(setup.models_dir)
+    parts = part_files(setup.models_dir)
     assert len(parts) == 1 and 0 < parts[0].stat().st_size < len(data)
     assert parts[0].read_bytes() == data[:parts[0].stat().st_size]
     assert not (setup.models_dir / "m" / "weights.bin").exists()
@@ -258,7 +256,7 @@ def test_trickling_server_hits_the_deadline(server: Server, tmp_path: Path) -> N
 
 
 def _data_dir_setup(tmp_path: Path, data_dir: Path) -> Setup:
-    setup = _setup(tmp_path, {"m": _single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})
+    setup = write_setup(tmp_path, {"m": single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})
     setup.config.write_text(f'data_dir = "{data_dir.as_posix()}"\n', encoding="utf-8")
     return Setup(setup.tmp, setup.config, setup.manifest, data_dir / "models")
 
@@ -279,13 +277,13 @@ def test_data_dir_that_is_a_file_is_a_config_error(tmp_path: Path, blocked: str)
         data_dir = file / "data"
     setup = _data_dir_setup(tmp_path, data_dir)
 
-    result = _fetch(setup, "m")
-    _assert_clean_error(result, CONFIG_ERROR)
+    result = fetch(setup, "m")
+    assert_clean_error(result, CONFIG_ERROR)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert ": data_dir: " in lines[0]
     assert str(file) in lines[0] and "point data_dir at" in lines[0]
-    listed = _cli(setup, "list", "--manifest", str(setup.manifest))
+    listed = models_cli(setup, "list", "--manifest", str(setup.manifest))
     assert listed.returncode == 0, listed.stderr
 
     # The library says the same without the CLI's check of the data dir.
@@ -311,7 +309,7 @@ def _fake_wheel(tmp_path: Path, payload: bytes) -> Path:
 
 
 def _wheel_model(url: str, data: bytes) -> dict[str, object]:
-    model = _single_file_model(url, data, save_as="w.bin")
+    model = single_file_model(url, data, save_as="w.bin")
     model["kind"] = "vad"
     return model
 
@@ -337,12 +335,12 @@ def _row(listed: subprocess.CompletedProcess[str], name: str) -> list[str]:
     return next(line for line in listed.stdout.splitlines() if f" {name} " in line).split()
 
 
-def test_damaged_fetched_copy_falls_back_to_the_wheel(server: Server, tmp_path: Path,  # noqa: F811
+def test_damaged_fetched_copy_falls_back_to_the_wheel(server: Server, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    data = _random_bytes(20_000, seed=5)
-    server.served.files["/w.bin"] = data
-    setup = _setup(tmp_path, {"m": _wheel_model(f"{server.base_url}/w.bin", data)})
+    data = random_bytes(20_000, seed=5)
+    url = server.serve("/w.bin", data)
+    setup = write_setup(tmp_path, {"m": _wheel_model(url, data)})
     _write_wheel_manifest(setup)
     site = _fake_wheel(tmp_path, data)
     wheel_copy = site / "fake_model_wheel" / "data" / "w.bin"
@@ -354,7 +352,7 @@ def test_damaged_fetched_copy_falls_back_to_the_wheel(server: Server, tmp_path: 
     assert _row(listed, "m")[:3] == ["m", "vad", "fetched"], listed.stdout
 
     # Full-scale noise of the same size: only a hash tells.
-    fetched.write_bytes(_random_bytes(len(data), seed=99))
+    fetched.write_bytes(random_bytes(len(data), seed=99))
     listed = _cli_with_path(setup, site, "list", "--manifest", str(setup.manifest))
     assert listed.returncode == 0, listed.stderr
     row = _row(listed, "m")
@@ -384,11 +382,11 @@ def test_damaged_fetched_copy_falls_back_to_the_wheel(server: Server, tmp_path: 
     assert "fetched" in _row(listed, "m")
 
 
-def test_damaged_copy_without_wheel_is_a_model_file_error(server: Server, tmp_path: Path) -> None:  # noqa: F811
-    data = _random_bytes(20_000, seed=6)
-    server.served.files["/w.bin"] = data
-    setup = _setup(tmp_path, {"m": _single_file_model(f"{server.base_url}/w.bin", data)})
-    assert _fetch(setup, "m").returncode == 0
+def test_damaged_copy_without_wheel_is_a_model_file_error(server: Server, tmp_path: Path) -> None:
+    data = random_bytes(20_000, seed=6)
+    url = server.serve("/w.bin", data)
+    setup = write_setup(tmp_path, {"m": single_file_model(url, data)})
+    assert fetch(setup, "m").returncode == 0
     fetched = setup.models_dir / "m" / "weights.bin"
     fetched.write_bytes(bytes(len(data)))
 
@@ -398,7 +396,7 @@ def test_damaged_copy_without_wheel_is_a_model_file_error(server: Server, tmp_pa
     assert caught.value.exit_code == FILE_ERROR
     assert "weights.bin: sha256 differs" in str(caught.value)
     assert "edge-agent models fetch m" in str(caught.value)
-    listed = _cli(setup, "list", "--manifest", str(setup.manifest))
+    listed = models_cli(setup, "list", "--manifest", str(setup.manifest))
     assert "damaged" in _row(listed, "m")
 
 
@@ -408,7 +406,7 @@ def test_damaged_built_in_model_stops_the_cli_with_exit_3(tmp_path: Path) -> Non
     name, entry = "qwen2.5-0.5b-instruct", "qwen2.5-0.5b-instruct-q4_k_m.gguf"
     model_dir = data_dir / "models" / name
     model_dir.mkdir(parents=True)
-    (model_dir / entry).write_bytes(b"GGUF" + _random_bytes(5000))
+    (model_dir / entry).write_bytes(b"GGUF" + random_bytes(5000))
     hashrecord.write_record(model_dir)
     (model_dir / entry).write_bytes(b"GGUF" + bytes(5000))
     config = tmp_path / "edge-agent.toml"
@@ -417,7 +415,7 @@ def test_damaged_built_in_model_stops_the_cli_with_exit_3(tmp_path: Path) -> Non
         [sys.executable, "-m", "edge_agent", "-c", str(config), "bench", "memory",
          "--json", str(tmp_path / "out.json")],
         capture_output=True, text=True, timeout=120, check=False)
-    _assert_clean_error(result, FILE_ERROR)
+    assert_clean_error(result, FILE_ERROR)
     assert f"edge-agent models fetch {name}" in result.stderr
     assert "sha256 differs" in result.stderr
     assert not (tmp_path / "out.json").exists()
@@ -425,7 +423,7 @@ def test_damaged_built_in_model_stops_the_cli_with_exit_3(tmp_path: Path) -> Non
 
 def test_unverified_copy_is_used_with_one_warning(tmp_path: Path,
                                                   caplog: pytest.LogCaptureFixture) -> None:
-    setup = _setup(tmp_path, {"m": _single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})
+    setup = write_setup(tmp_path, {"m": single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})
     model_dir = setup.models_dir / "m"
     model_dir.mkdir(parents=True)
     (model_dir / "weights.bin").write_bytes(b"y" * 10)
@@ -439,11 +437,11 @@ def test_unverified_copy_is_used_with_one_warning(tmp_path: Path,
 
 
 def test_old_format_record_is_still_read(tmp_path: Path) -> None:
-    setup = _setup(tmp_path, {"m": _single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})
+    setup = write_setup(tmp_path, {"m": single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})
     model_dir = setup.models_dir / "m"
     model_dir.mkdir(parents=True)
     (model_dir / "weights.bin").write_bytes(b"good bytes")
-    (model_dir / HASHES_FILE).write_text(f"{_sha(b'good bytes')}  weights.bin\n")
+    (model_dir / HASHES_FILE).write_text(f"{sha(b'good bytes')}  weights.bin\n")
     catalog = load_catalog(setup.models_dir, setup.manifest)
     assert catalog.status("m").source == "fetched"
     assert catalog.verify("m") == []
@@ -452,16 +450,16 @@ def test_old_format_record_is_still_read(tmp_path: Path) -> None:
 
 
 def test_record_holds_size_and_mtime_and_big_files_are_checked_by_them(
-        server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    data = _random_bytes(30_000, seed=8)
-    server.served.files["/w.bin"] = data
-    setup = _setup(tmp_path, {"m": _single_file_model(f"{server.base_url}/w.bin", data)})
-    assert _fetch(setup, "m").returncode == 0
+        server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = random_bytes(30_000, seed=8)
+    url = server.serve("/w.bin", data)
+    setup = write_setup(tmp_path, {"m": single_file_model(url, data)})
+    assert fetch(setup, "m").returncode == 0
     model_dir = setup.models_dir / "m"
     fetched = model_dir / "weights.bin"
     info = fetched.stat()
     assert (model_dir / HASHES_FILE).read_text() == (
-        f"{_sha(data)} {len(data)} {info.st_mtime_ns}  weights.bin\n")
+        f"{sha(data)} {len(data)} {info.st_mtime_ns}  weights.bin\n")
 
     monkeypatch.setattr(hashrecord, "HASH_AT_LOAD_MAX", 1000)  # weights.bin is "big" now
     hashed: list[Path] = []
@@ -481,12 +479,12 @@ def test_record_holds_size_and_mtime_and_big_files_are_checked_by_them(
     assert "29999 bytes, the fetched file had 30000" in catalog.status("m").problem
 
 
-def test_small_file_is_hashed_once_per_process(server: Server, tmp_path: Path,  # noqa: F811
+def test_small_file_is_hashed_once_per_process(server: Server, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    data = _random_bytes(30_000, seed=9)
-    server.served.files["/w.bin"] = data
-    setup = _setup(tmp_path, {"m": _single_file_model(f"{server.base_url}/w.bin", data)})
-    assert _fetch(setup, "m").returncode == 0
+    data = random_bytes(30_000, seed=9)
+    url = server.serve("/w.bin", data)
+    setup = write_setup(tmp_path, {"m": single_file_model(url, data)})
+    assert fetch(setup, "m").returncode == 0
     hashed: list[Path] = []
     real = hashrecord.sha256_digest
     monkeypatch.setattr(hashrecord, "sha256_digest", lambda p: hashed.append(p) or real(p))

@@ -22,7 +22,7 @@ from edge_agent.engines.ort_model import load_ort_as_onnx, quantized_weights_to_
 from edge_agent.engines.stt import PocketSphinxRecognizer
 from edge_agent.errors import ModelFileError
 from edge_agent.models.catalog import load_catalog
-from tests.test_models_fetch import Server, _fetch, _setup, _sha, server  # noqa: F401
+from tests.model_server import Server, archive_model, fetch, write_setup
 
 pytestmark = pytest.mark.models
 
@@ -115,7 +115,7 @@ def test_a_damaged_model_is_a_model_error_naming_the_file(tmp_path: Path, model_
 
 
 def test_models_fetch_takes_the_model_out_of_the_wheel(
-        server: Server, tmp_path: Path, model_dir: Path) -> None:  # noqa: F811
+        server: Server, tmp_path: Path, model_dir: Path) -> None:
     builtin = load_catalog(tmp_path).spec("moonshine-base-en")
     (download,) = builtin.downloads
     assert download.url.endswith("moonshine_cpp-0.1.4-py3-none-manylinux2014_x86_64.whl")
@@ -126,12 +126,10 @@ def test_models_fetch_takes_the_model_out_of_the_wheel(
             wheel.write(model_dir / name, download.extract + name)
         wheel.writestr("moonshine_cpp/libmoonshine.so", b"not needed")
     body = buffer.getvalue()
-    server.served.files["/moonshine.whl"] = body
-    setup = _setup(tmp_path, {"moonshine-base-en": {
-        "kind": "stt", "entry": builtin.entry, "files": [{
-            "url": f"{server.base_url}/moonshine.whl", "size": len(body), "sha256": _sha(body),
-            "extract": download.extract, "save_as": download.save_as}]}})
-    result = _fetch(setup, "moonshine-base-en")
+    url = server.serve("/moonshine.whl", body)
+    setup = write_setup(tmp_path, {"moonshine-base-en": archive_model(
+        url, body, download.extract, download.save_as, entry=builtin.entry)})
+    result = fetch(setup, "moonshine-base-en")
     assert result.returncode == 0, result.stderr
     fetched = setup.models_dir / "moonshine-base-en" / builtin.entry
     assert sorted(p.name for p in fetched.iterdir()) == sorted(MODEL_FILES)
