@@ -27,6 +27,19 @@ LONG_REPLY = ("We have a family menu with two pizzas, a large salad, four drinks
               "for everyone, and on weekends the children eat for free until seven in the "
               "evening.")
 SHORT_REPLY = "Sorry, let me keep it short. The family menu is forty euros."
+FAMILY = "What do you have for a family of four?"
+
+
+def _caller(say: str, when: str) -> str:
+    """One [[caller]] line: what is said and when (`at = 0.5`, `after_agent_done = true`...)."""
+    return f'[[caller]]\nsay = "{say}"\n{when}\n'
+
+
+def _call_text(echo_gain: float, replies: list[str], callers: str, room: str = ROOM) -> str:
+    """A call in `room`: an agent with no greeting answering `replies` in turn, and `callers`."""
+    quoted = ", ".join(f'"{reply}"' for reply in replies)
+    return (f'[agent]\ngreeting = ""\necho_gain = {echo_gain}\nreplies = [{quoted}]\n'
+            f"{callers}{room}")
 
 
 async def _call(tmp_path: Path, text: str, config: str = "") -> dict[str, Any]:
@@ -47,18 +60,9 @@ def _types(record: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("gain", [0.3, 1.0])
 async def test_an_interruption_over_the_loudspeaker_is_taken_and_its_words_heard(
         tmp_path: Path, gain: float) -> None:
-    record = await _call(tmp_path, f'''
-[agent]
-greeting = ""
-echo_gain = {gain}
-replies = ["{LONG_REPLY}", "{SHORT_REPLY}"]
-[[caller]]
-say = "What do you have for a family of four?"
-at = 0.5
-[[caller]]
-say = "Wait, that sounds like too much."
-barge_in_after = 2.6
-{ROOM}''')
+    record = await _call(tmp_path, _call_text(
+        gain, [LONG_REPLY, SHORT_REPLY],
+        _caller(FAMILY, "at = 0.5") + _caller("Wait, that sounds like too much.", "barge_in_after = 2.6")))
     printed = "\n".join(record["printed"])
     assert record["engines"].get("echo_cancel") == "webrtc-aec3"
     assert len(_types(record, "BargeIn")) == 1, printed  # before: none, the reply played on
@@ -73,11 +77,9 @@ async def test_twenty_replies_through_a_loud_room_never_interrupt_themselves(
         tmp_path: Path) -> None:
     replies = [f"Reply number {n} is here, and it keeps talking for a little while longer."
                for n in range(1, 21)]
-    lines = "".join(f'[[caller]]\nsay = "Go on."\n{"at = 0.5" if n == 0 else "after_agent_done = true"}\n'
+    lines = "".join(_caller("Go on.", "at = 0.5" if n == 0 else "after_agent_done = true")
                     for n in range(20))
-    quoted = ", ".join(f'"{reply}"' for reply in replies)
-    record = await _call(tmp_path, f'[agent]\ngreeting = ""\necho_gain = 1.0\n'
-                                   f'replies = [{quoted}]\n{lines}{ROOM}')
+    record = await _call(tmp_path, _call_text(1.0, replies, lines))
     printed = "\n".join(record["printed"])
     assert not _types(record, "BargeIn"), printed
     assert not _types(record, "PlaybackPaused"), printed
@@ -92,19 +94,10 @@ def test_a_config_can_turn_it_off_for_a_headset() -> None:
 
 @pytest.mark.parametrize("suppression", ["auto", "on"])
 async def test_a_caller_in_a_noisy_room_is_heard(tmp_path: Path, suppression: str) -> None:
-    record = await _call(tmp_path, f'''
-[agent]
-greeting = ""
-echo_gain = 0.3
-replies = ["{SHORT_REPLY}", "You're welcome."]
-[[caller]]
-say = "What do you have for a family of four?"
-at = 0.5
-[[caller]]
-say = "Thank you very much."
-after_agent_done = true
-{ROOM}noise_db = -35
-''', f'[audio]\nnoise_suppression = "{suppression}"\n')
+    lines = _caller(FAMILY, "at = 0.5") + _caller("Thank you very much.", "after_agent_done = true")
+    record = await _call(tmp_path, _call_text(0.3, [SHORT_REPLY, "You're welcome."], lines,
+                                              ROOM + "noise_db = -35\n"),
+                         f'[audio]\nnoise_suppression = "{suppression}"\n')
     printed = "\n".join(record["printed"])
     engines = record["engines"]
     assert engines.get("echo_cancel") == "webrtc-aec3"

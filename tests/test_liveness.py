@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,25 +155,34 @@ at = 0.2
 # ----------------------------------------------------------------- a request never started
 
 
-async def test_a_request_abandoned_before_the_model_thread_took_it_never_starts() -> None:
-    owner = OwnerThread("model")
+async def _abandon_while_the_thread_is_busy(owner: OwnerThread,
+                                            stream: AsyncGenerator[Any, None]) -> None:
+    """Ask `stream` for its first item while `owner`'s thread is held by another call, give the
+    request up before the thread is free, then free it: the request was queued, never run."""
     release = threading.Event()
-    started: list[str] = []
-
-    def items() -> Iterator[str]:
-        started.append("started")
-        yield "never"
-
     blocker = asyncio.ensure_future(owner.call(release.wait, 10.0))
-    stream = owner.stream(items)
     reader = asyncio.ensure_future(stream.__anext__())
+    # One loop turn: the blocker's first step, then the reader's, hand their work to the thread
+    # in that order (neither suspends before it: the memory has no writer to wait for).
     await asyncio.sleep(0)
+    assert not reader.done()  # waiting behind the blocker
     reader.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await reader
     await stream.aclose()
     release.set()
     await blocker
+
+
+async def test_a_request_abandoned_before_the_model_thread_took_it_never_starts() -> None:
+    owner = OwnerThread("model")
+    started: list[str] = []
+
+    def items() -> Iterator[str]:
+        started.append("started")
+        yield "never"
+
+    await _abandon_while_the_thread_is_busy(owner, owner.stream(items))
     await owner.call(lambda: None)  # everything queued before it has run
     owner.close()
     assert started == []
@@ -188,17 +197,7 @@ async def test_withdrawing_a_preparation_the_model_never_saw_gives_nothing_back(
     try:
         first = [piece async for piece in model.stream([])]
         assert "".join(str(p) for p in first) == "First."
-        release = threading.Event()
-        blocker = asyncio.ensure_future(owner.call(release.wait, 10.0))
-        abandoned = model.stream([])
-        reader = asyncio.ensure_future(abandoned.__anext__())
-        await asyncio.sleep(0.05)
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
-        await abandoned.aclose()
-        release.set()
-        await blocker
+        await _abandon_while_the_thread_is_busy(owner, model.stream([]))
         await model.withdraw()  # the model never saw it: "First." must not come again
         again = [piece async for piece in model.stream([])]
         assert "".join(str(p) for p in again) == "Second."

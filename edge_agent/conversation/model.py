@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -47,7 +47,7 @@ class Model:
 
     async def stream(self, messages: list[ChatMessage],
                      failures: list[EngineFailure] | None = None
-                     ) -> AsyncIterator[str | ToolCall]:
+                     ) -> AsyncGenerator[str | ToolCall, None]:
         """Every request: sent once every turn before it is on disk, so what the model saw is
         always on record first (a speculative request's own user turn is not a turn yet: it
         is committed when the turn ends, before its answer plays). The model's failure is
