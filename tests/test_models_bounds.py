@@ -4,7 +4,7 @@ manifest's size is a hard cap on the download, the unpacked bytes of an archive 
 few lines, and a manifest is read capped like every file a user hands us.
 
 Through the real entry point (`python -m edge_agent`) against the local HTTP server of
-test_models_fetch; the progress bar's throttling is also checked in-process with a fake clock.
+tests/model_server.py; the progress bar's throttling is also checked in-process with a fake clock.
 """
 
 from __future__ import annotations

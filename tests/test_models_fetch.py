@@ -1,8 +1,5 @@
-"""`edge-agent models fetch|verify|list` against a local HTTP server (no network, no real models).
-
-The server runs in a thread on 127.0.0.1 and implements Range itself (206 + Content-Range), and
-can misbehave on purpose: cut a transfer short after N bytes while promising the full
-Content-Length, or ignore Range and send the whole body with 200.
+"""`edge-agent models fetch|verify|list` against a local HTTP server (no network, no real models;
+tests/model_server.py), which can cut a transfer short or ignore Range on purpose.
 
 The CLI runs as a subprocess (`python -m edge_agent`), so what is tested is the real entry point:
 exit codes, stdout and stderr.
