@@ -15,6 +15,7 @@ from edge_agent.audio.echo_cancel import (
     ProcessedMicrophone,
     WebRtcProcessing,
 )
+from edge_agent.audio.talker_gate import GateSettings, LevelGate, TalkerGate
 from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
 from edge_agent.config import NOISE_SUPPRESSION_AUTO, Config
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
@@ -267,7 +268,17 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
         mic=mic, speaker=speaker, engines=engines, log=log,
         unit_audio=UnitAudioSinks(sinks) if sinks else None,
         caller_audio=keeper, memory=memory, settings=parts.settings, owner=owner,
-        classifier=parts.classifier, echo=parts.echo, tools=tools)
+        classifier=parts.classifier, echo=parts.echo, tools=tools,
+        gate=talker_gate(config, mic.sample_rate))
+
+
+def talker_gate(config: Config, mic_rate: int) -> TalkerGate | None:
+    """The gate `[audio] talker_gate` asks for (None: "off")."""
+    audio = config.audio
+    if audio.talker_gate == "off":
+        return None
+    return LevelGate(GateSettings(floor_db=audio.talker_floor_db,
+                                  margin_db=audio.talker_margin_db), mic_rate)
 
 
 @dataclass

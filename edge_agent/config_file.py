@@ -24,6 +24,7 @@ SEARCH_PATHS = (Path("/etc/edge-agent/edge-agent.toml"),)
 _CHOICES: dict[str, tuple[str, ...]] = {
     "audio.echo_cancel": ("auto", "on", "off"),
     "audio.noise_suppression": ("auto", "on", "off"),
+    "audio.talker_gate": ("level", "off"),
     "stt.engine": ("auto", *STT_ENGINES),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),
@@ -34,6 +35,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 _SILENCE = Bounds(64, 10000, advised=(150, 3000),
                   advice="the agent answers too soon (cutting people off) or waits seconds")
 _BOUNDS: dict[str, Bounds] = {
+    "audio.talker_margin_db": Bounds(1.0, 40.0),
+    "audio.talker_floor_db": Bounds(-90.0, -10.0),
     "vad.threshold": Bounds(
         0.0, 1.0, open_low=True, open_high=True,
         why="at 0 every frame is speech (no turn ever ends), at 1 none is (the agent is deaf)",

@@ -33,6 +33,7 @@ from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
+from edge_agent.demo.talkers import room_talk
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.errors import EdgeAgentError, OutputError
@@ -126,8 +127,11 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         summarizer = await asyncio.to_thread(
             build_summarizer, config, engines.llm)
         speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
-        mic = VirtualMicrophone(clock, echo_of=speaker, room=call.room)
-        lines = await asyncio.to_thread(_caller_audio, engines.tts, call, mic.sample_rate)
+        rate = engines.vad.sample_rate  # the microphone delivers what the VAD takes
+        lines = await asyncio.to_thread(_caller_audio, engines.tts, call, rate)
+        others = await asyncio.to_thread(room_talk, call.talkers, engines.tts,
+                                         [pcm for _, pcm in lines], rate, call.room.seed)
+        mic = VirtualMicrophone(clock, rate, echo_of=speaker, room=call.room, talk=others)
         log = EventLog(clock)
         processing = microphone_processing(config, mic.sample_rate,
                                            speaker_audible=call.echo_gain > 0)

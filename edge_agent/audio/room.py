@@ -22,6 +22,9 @@ FULL_SCALE = 32768.0
 NOISE_DB_RANGE = (-90.0, -10.0)
 """Steady noise levels a room may have, dBFS: from inaudible to louder than most speech."""
 NOISE_KINDS = ("pink", "white", "brown")
+TALKER_DIRECT_TO_REVERB_DB = 0.0
+"""A talker a few metres away: the room's reverberation carries as much of their voice as
+the direct path does (the agent's own speaker, in the box, is 6 dB more direct)."""
 
 
 @dataclass(frozen=True)
@@ -90,16 +93,26 @@ class Room:
     def impulse_response(self, rate: int) -> np.ndarray:
         """The room at `rate` Hz, without its delay: the direct path, then Gaussian reflections
         decaying 60 dB over `reverb_ms`; scaled to energy `echo_gain ** 2`."""
-        length = round(self.reverb_ms * rate / 1000)
-        response = np.zeros(1 + length)
-        response[0] = 1.0
-        if length:
-            reflections = np.random.default_rng(self.seed).standard_normal(length)
-            reflections *= 10.0 ** (-3.0 * np.arange(length) / length)  # -60 dB at the end
-            tail_energy = 10.0 ** (-DIRECT_TO_REVERB_DB / 10)
-            response[1:] = reflections * math.sqrt(tail_energy / np.sum(reflections ** 2))
-        scaled: np.ndarray = response * (self.echo_gain / math.sqrt(np.sum(response ** 2)))
+        scaled: np.ndarray = self.echo_gain * reverberant_response(
+            rate, self.reverb_ms, DIRECT_TO_REVERB_DB, self.seed)
         return scaled
+
+
+def reverberant_response(rate: int, reverb_ms: float, direct_to_reverb_db: float,
+                         seed: int) -> np.ndarray:
+    """An impulse response of energy 1 at `rate` Hz: the direct path, then Gaussian
+    reflections (from `seed`) decaying 60 dB over `reverb_ms`, `direct_to_reverb_db` below
+    the direct path in energy."""
+    length = round(reverb_ms * rate / 1000)
+    response = np.zeros(1 + length)
+    response[0] = 1.0
+    if length:
+        reflections = np.random.default_rng(seed).standard_normal(length)
+        reflections *= 10.0 ** (-3.0 * np.arange(length) / length)  # -60 dB at the end
+        tail_energy = 10.0 ** (-direct_to_reverb_db / 10)
+        response[1:] = reflections * math.sqrt(tail_energy / np.sum(reflections ** 2))
+    normalized: np.ndarray = response / math.sqrt(np.sum(response ** 2))
+    return normalized
 
 
 class RoomEcho:
@@ -202,3 +215,24 @@ class RoomNoise:
             total += sum(gain * other_gain / (1 - pole * other_pole)
                          for other_pole, other_gain in self._poles)
         return total
+
+
+class RoomTalk:
+    """Other people talking in the room, piece by piece: each track (one talker's speech as
+    the microphone hears it, int16 scale, at the microphone's rate) from its first sample on,
+    over and over; `take(n)` returns the next n samples of all of them together."""
+
+    def __init__(self, tracks: list[tuple[np.ndarray, int]]) -> None:
+        """`tracks`: (speech, the sample it starts at) per talker."""
+        self._tracks = [(np.asarray(track, dtype=np.float64), start)
+                        for track, start in tracks if len(track)]
+        self._position = 0
+
+    def take(self, samples: int) -> np.ndarray:
+        out = np.zeros(samples)
+        for track, start in self._tracks:
+            offsets = np.arange(self._position - start, self._position - start + samples)
+            talking = offsets >= 0
+            out[talking] += track[offsets[talking] % len(track)]
+        self._position += samples
+        return out

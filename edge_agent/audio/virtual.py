@@ -16,7 +16,7 @@ import numpy as np
 
 from edge_agent.audio.pcm import StreamResampler, silence
 from edge_agent.audio.recent import RecentAudio
-from edge_agent.audio.room import Room, RoomEcho, RoomNoise
+from edge_agent.audio.room import Room, RoomEcho, RoomNoise, RoomTalk
 from edge_agent.clock import Clock
 
 
@@ -124,11 +124,13 @@ class VirtualMicrophone:
 
     With `echo_of` and a `room` whose echo_gain is above 0, the microphone also hears that
     speaker through the room, like a kiosk without an echo canceller; in a `room` with
-    noise_db, it hears the room's steady noise in every frame, one continuous stream.
+    noise_db, it hears the room's steady noise in every frame, one continuous stream; with
+    `talk`, other people talking nearby.
     """
 
     def __init__(self, clock: Clock, sample_rate: int = 16000, frame_samples: int = 512,
-                 echo_of: VirtualSpeaker | None = None, room: Room | None = None) -> None:
+                 echo_of: VirtualSpeaker | None = None, room: Room | None = None,
+                 talk: RoomTalk | None = None) -> None:
         self.sample_rate = sample_rate
         self.frame_samples = frame_samples
         self._clock = clock
@@ -138,8 +140,8 @@ class VirtualMicrophone:
         self._drained.set()
         self._echo = (SpeakerEcho(echo_of, room, sample_rate, frame_samples)
                       if echo_of is not None and room is not None and room.heard else None)
-        self._noise = (RoomNoise(room, sample_rate)
-                       if room is not None and room.noisy else None)
+        noise = RoomNoise(room, sample_rate) if room is not None and room.noisy else None
+        self._ambient = [source for source in (noise, talk) if source is not None]
 
     def say(self, pcm: bytes) -> None:
         """Queue audio; it is captured after anything already queued."""
@@ -168,13 +170,14 @@ class VirtualMicrophone:
                 # The speaker's cursor at the moment this frame was captured, not when it is
                 # handed over (the loop may be late): the echo keeps the timing a room gives it.
                 frame = self._echo.mixed_into(frame, start, self._frames_out)
-            if self._noise is not None:
-                frame = self._noisy(frame)
+            if self._ambient:
+                frame = self._with_ambient(frame)
             yield frame
 
-    def _noisy(self, frame: bytes) -> bytes:
-        assert self._noise is not None
-        mixed = np.frombuffer(frame, dtype=np.int16) + self._noise.take(len(frame) // 2)
+    def _with_ambient(self, frame: bytes) -> bytes:
+        mixed = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
+        for source in self._ambient:
+            mixed += source.take(len(frame) // 2)
         return bytes(np.clip(np.round(mixed), -32768, 32767).astype(np.int16).tobytes())
 
 

@@ -12,21 +12,13 @@ voice meets every condition and every sentence meets every voice.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from edge_agent.audio.pcm import read_wav, resample
+from edge_agent.demo.voices import RATE, VOICES, Voice, espeak, speak
 from edge_agent.engines.tts import PiperSpeech
-from edge_agent.errors import EngineError
-
-RATE = 16000
-"""Clips are 16 kHz mono int16, what the recognizers take."""
 
 SENTENCES = (
     "What time do you open tomorrow?",
@@ -49,35 +41,6 @@ BABBLE_LINES = (
     "Another coffee please, and could we get the bill when you have a moment?",
 )
 
-
-@dataclass(frozen=True)
-class Voice:
-    """Who speaks a clip."""
-
-    name: str
-    """A short label for tables."""
-    engine: str
-    """"espeak" (espeak-ng formant synthesis) or "piper"."""
-    espeak_voice: str = ""
-    """espeak-ng voice with variant, e.g. "en-us+f3"."""
-    words_per_minute: int = 175
-    """espeak-ng speed."""
-    pitch: int = 50
-    """espeak-ng pitch, 0..99."""
-    length_scale: float = 1.0
-    """Piper speaking rate (above 1 slower)."""
-
-
-VOICES = (
-    Voice("piper-joe", "piper"),
-    Voice("piper-joe-slow", "piper", length_scale=1.25),
-    Voice("espeak-us", "espeak", "en-us", 175, 50),
-    Voice("espeak-us-f3", "espeak", "en-us+f3", 150, 60),
-    Voice("espeak-rp-m3", "espeak", "en-gb-x-rp+m3", 190, 40),
-    Voice("espeak-caribbean", "espeak", "en-029", 160, 50),
-    Voice("espeak-scotland-f2", "espeak", "en-gb-scotland+f2", 170, 65),
-    Voice("espeak-us-m7-fast", "espeak", "en-us+m7", 220, 35),
-)
 
 CONDITIONS = ("clean", "noise-15db", "babble-10db", "room")
 
@@ -121,31 +84,6 @@ def clip_set(piper: PiperSpeech, quick: bool = False, every: int | None = None
             speech = speak(piper, voice, text)
             yield Clip(text, voice, condition,
                        apply_condition(speech, condition, babble, seed=index))
-
-
-def speak(piper: PiperSpeech, voice: Voice, text: str) -> bytes:
-    """`text` in `voice`, 16 kHz."""
-    if voice.engine == "piper":
-        audio = piper.synthesize(text, length_scale=voice.length_scale)
-        return resample(audio.pcm, audio.sample_rate, RATE)
-    return espeak(text, voice.espeak_voice, voice.words_per_minute, voice.pitch)
-
-
-def espeak(text: str, voice: str, words_per_minute: int = 175, pitch: int = 50) -> bytes:
-    """espeak-ng speech at 16 kHz (needs the `espeak-ng` program)."""
-    program = shutil.which("espeak-ng")
-    if program is None:
-        raise EngineError("espeak-ng is not installed (apt-get install espeak-ng); the clip set "
-                          "needs it for its voices")
-    with tempfile.TemporaryDirectory(prefix="edge-agent-espeak-") as scratch:
-        out = Path(scratch) / "speech.wav"
-        result = subprocess.run(
-            [program, "-v", voice, "-s", str(words_per_minute), "-p", str(pitch), "-w",
-             str(out), text], capture_output=True, text=True, check=False)
-        if result.returncode != 0 or not out.exists():
-            raise EngineError(f"espeak-ng -v {voice} failed: {result.stderr.strip()}")
-        pcm, rate = read_wav(out)
-    return resample(pcm, rate, RATE)
 
 
 def apply_condition(speech: bytes, condition: str, babble: np.ndarray, seed: int) -> bytes:

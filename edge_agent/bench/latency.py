@@ -26,7 +26,6 @@ import numpy as np
 
 from edge_agent.audio import pulse_rig
 from edge_agent.audio.pcm import resample, write_wav
-from edge_agent.bench.clipset import Voice, speak
 from edge_agent.bench.latency_figures import ScriptedLine, analyze
 from edge_agent.bench.needs import SoundServerUnavailable
 from edge_agent.clock import MonotonicClock
@@ -34,6 +33,7 @@ from edge_agent.config import AudioConfig, Config
 from edge_agent.conversation.settings import Engines
 from edge_agent.demo.caller import ScriptedCaller
 from edge_agent.demo.callfile import CallerLine, CallScript
+from edge_agent.demo.voices import Voice, speak
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.errors import EngineError
 from edge_agent.events import EventLog

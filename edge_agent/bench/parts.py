@@ -42,8 +42,8 @@ def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "script
                  ) -> dict[str, Any]:
     """The live agent on a private PulseAudio server (`latency`). `llm`: "scripted" (the
     shared engines answer with `reply`) or "config" (the configured LLM, loaded for this)."""
-    from edge_agent.bench.clipset import VOICES
     from edge_agent.bench.latency import latency_call, run_latency
+    from edge_agent.demo.voices import VOICES
 
     voices = {v.name: v for v in VOICES}
     if caller and caller not in voices:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pacing import paced_frames
+from edge_agent.audio.talker_gate import TalkerGate
 from edge_agent.audio.unit_audio import CallerAudioSink, UnitAudioSink
 from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
 from edge_agent.conversation.echo import EchoFilter
@@ -86,6 +87,7 @@ class Conversation:
         tools: Toolbox | None = None,
         classifier: BackchannelClassifier | None = None,
         echo: EchoFilter | None = None,
+        gate: TalkerGate | None = None,
     ) -> None:
         self._mic = mic
         self._speaker = speaker
@@ -96,6 +98,7 @@ class Conversation:
         self._clock = log.clock
         self._stt_thread = owner("stt")
         self._caller_audio = caller_audio
+        self._gate = gate
         self._turn_taking = TurnTaking(settings.turns, classifier or LexiconClassifier(),
                                        echo or EchoFilter())
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
@@ -192,8 +195,12 @@ class Conversation:
                 # loop goes on): something the reply could not recover from.
                 raise self._responder.failure
             frames_seen += 1
-            started = segmenter.push(self._engines.vad.speech_probability(frame))
+            # The onset's run-up is heard as it came: a phrase's first sounds are quieter
+            # than the syllable that opens the gate.
             preroll.append(frame)
+            if self._gate is not None:  # before anything hears it: VAD, recognizer, kept audio
+                frame = self._gate.admit(frame, segmenter.in_speech)
+            started = segmenter.push(self._engines.vad.speech_probability(frame))
             audio_time = frames_seen * frame_ms / 1000
             if self.busy or started:
                 last_activity = audio_time
@@ -349,6 +356,8 @@ class Conversation:
         self._log.publish(SessionEnded(self._session))
         self.memory.end_session()
         self._session = 0
+        if self._gate is not None:
+            self._gate.forget()
 
     def _overlap_begins(self, heard: bytes, heard_ms: float) -> OverlapAudio:
         overlap = OverlapAudio(self._speaker, self._mic.sample_rate, heard, heard_ms)

@@ -19,6 +19,14 @@ seed = 7                     # the room's random reflections and noise (default 
 noise_db = -40               # steady background noise, dBFS (-90..-10; default: none)
 noise_kind = "pink"          # its spectrum: "pink" (default; fans, traffic), "white" (hiss), "brown" (rumble)
 
+[[talker]]                   # optional: someone else talking nearby, over and over (not the caller)
+say = ["Did you see the game last night?", "No, I was working late again."]
+level_db = -10               # their speech level against the caller's, dB (-40..0, default -10)
+voice = "espeak-us-f3"       # an espeak-ng voice (`bench stt`'s), or "agent"; default: the next one
+start = 0                    # seconds from the start of the call (default 0)
+pause = 0.8                  # seconds between their sentences (default 0.8)
+reverb_ms = 400              # the room on their voice: they are farther away (0..1000, default 400)
+
 [[caller]]
 say = "Hi, I want to book a table for tonight."
 at = 0.5                     # seconds from the start of the call
@@ -47,6 +55,7 @@ from edge_agent.audio.room import (
     Room,
 )
 from edge_agent.conversation.builtin_tools import BUILTIN
+from edge_agent.demo.talkers import AGENT_VOICE, LEVEL_DB_RANGE, TALKER_VOICES, Talker
 from edge_agent.engines.llm import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
 from edge_agent.tomlfile import parse_toml, read_text
@@ -67,6 +76,16 @@ _ROOM_KEYS = {
     "noise_kind": (str, None),
 }
 _ROOM_CHOICES = {"noise_kind": NOISE_KINDS}
+_TALKER_KEYS = {
+    "level_db": Bounds(*LEVEL_DB_RANGE),
+    "start": _SECONDS,
+    "pause": Bounds(0.0, 60.0),
+    "reverb_ms": Bounds(0.0, MAX_REVERB_MS),
+}
+MAX_TALKERS = 8
+"""[[talker]] tables in one call file: a crowded café is a handful of voices at once."""
+MAX_TALKER_SENTENCES = 50
+"""Sentences one talker says before starting over (each is synthesized before the call)."""
 MAX_CALLER_LINES = 500
 """[[caller]] lines in one call file: every line is synthesized before the call starts, and
 the longest real call is a few dozen turns (tens of thousands kept `demo` "loading" for
@@ -102,6 +121,8 @@ class CallScript:
     """Tools the model may call in this call (None: those of the config)."""
     room: Room = field(default_factory=Room)
     """How the agent's own voice comes back into the microphone ([agent] echo_gain, [room])."""
+    talkers: tuple[Talker, ...] = ()
+    """Other people talking near the kiosk ([[talker]])."""
 
     @property
     def echo_gain(self) -> float:
@@ -126,10 +147,10 @@ def load_call(path: Path | None) -> CallScript:
 
 def parse_call(text: str, source: str) -> CallScript:
     data = parse_toml(text, source)
-    unknown = set(data) - {"agent", "caller", "room"}
+    unknown = set(data) - {"agent", "caller", "room", "talker"}
     if unknown:
         raise ConfigError(source, sorted(unknown)[0],
-                          "unknown key (expected [agent], [room] and [[caller]])")
+                          "unknown key (expected [agent], [room], [[caller]] and [[talker]])")
     agent = data.get("agent", {})
     if not isinstance(agent, dict):
         raise ConfigError(source, "agent", "must be a table ([agent])")
@@ -157,7 +178,47 @@ def parse_call(text: str, source: str) -> CallScript:
     lines = tuple(_line(entry, source, f"caller[{i + 1}]") for i, entry in enumerate(callers))
     return CallScript(source, lines, greeting, scripted,
                       tuple(tools) if tools is not None else None,
-                      _room(data.get("room"), float(echo_gain), source))
+                      _room(data.get("room"), float(echo_gain), source),
+                      _talkers(data.get("talker", []), source))
+
+
+def _talkers(tables: Any, source: str) -> tuple[Talker, ...]:
+    if not isinstance(tables, list):
+        raise ConfigError(source, "talker", "must be an array of tables ([[talker]])")
+    if len(tables) > MAX_TALKERS:
+        raise ConfigError(source, "talker", f"{len(tables)} [[talker]] tables; a call holds at "
+                          f"most {MAX_TALKERS} background talkers")
+    return tuple(_talker(table, source, f"talker[{i + 1}]") for i, table in enumerate(tables))
+
+
+def _talker(table: Any, source: str, key: str) -> Talker:
+    if not isinstance(table, dict):
+        raise ConfigError(source, key, "must be a table ([[talker]])")
+    allowed = {"say", "voice", *_TALKER_KEYS}
+    extra = set(table) - allowed
+    if extra:
+        raise ConfigError(source, f"{key}.{sorted(extra)[0]}",
+                          f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    said = table.get("say")
+    sentences = [said] if isinstance(said, str) else said
+    if not isinstance(sentences, list) or not sentences:
+        raise ConfigError(source, f"{key}.say", "write what the talker says: a sentence, or a "
+                          'list of them (say = ["One.", "Two."])')
+    if len(sentences) > MAX_TALKER_SENTENCES:
+        raise ConfigError(source, f"{key}.say", f"{len(sentences)} sentences; a talker says at "
+                          f"most {MAX_TALKER_SENTENCES} before starting over")
+    for i, sentence in enumerate(sentences):
+        where = f"{key}.say[{i}]" if isinstance(said, list) else f"{key}.say"
+        check_value(str, sentence, source, where, text=_SAID)
+        if len(sentence) > MAX_SAY_CHARS:
+            raise ConfigError(source, where, f"{len(sentence)} characters; a sentence holds at "
+                              f"most {MAX_SAY_CHARS}: split it")
+    voice = ("" if "voice" not in table else
+             check_value(str, table["voice"], source, f"{key}.voice",
+                         choices=(AGENT_VOICE, *TALKER_VOICES)))
+    values = {name: check_value(float, table[name], source, f"{key}.{name}", bounds=bounds)
+              for name, bounds in _TALKER_KEYS.items() if name in table}
+    return Talker(say=tuple(sentences), voice=voice, **values)
 
 
 def _room(table: Any, echo_gain: float, source: str) -> Room:

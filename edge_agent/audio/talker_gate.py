@@ -1,0 +1,170 @@
+"""Keeping other people's voices out: the person at the kiosk is the near talker, and speech
+well below their level is someone else in the room.
+
+A kiosk's caller stands within arm's length of the microphone; people talking nearby are a
+few metres away, so their voices arrive 10 dB or more lower (and more reverberant). Without a
+gate the voice activity detector opens turns on them and the recognizer writes their words
+into the caller's transcript: with two talkers 10 dB down, Moonshine's transcripts of a
+caller had most of the talkers' sentences in them, and a turn never ended while they talked.
+
+`LevelGate` works frame by frame on what the microphone heard (after echo cancellation),
+before the VAD, the recognizer, the backchannel classifier and the kept audio:
+
+- It judges a smoothed level (the frames' power averaged over `smoothing_ms`): a phrase's
+  level varies far less than a 32 ms frame's.
+- It follows the near talker's level: the upper envelope of that level over the frames it let
+  through while the VAD heard speech (a fast rise, a slow fall: one bystander who slips
+  through does not teach it their level).
+- A level at or above `near level - margin_db` (and `floor_db`) keeps the gate open, and for
+  `hold_ms` after; a frame with the gate closed is attenuated by `depth_db`. The loop hands
+  the recognizer the run-up to an onset as it came (its pre-roll), so a phrase's quiet first
+  sounds, heard before the gate opened, are not lost.
+- Until a near talker is heard in a session, only `floor_db` applies: the first person to
+  speak sets the level (a louder one takes over at once); when the session ends, the level is
+  forgotten, because the next caller may speak up or softly.
+
+Measured with the simulator (`[[talker]]` in a call file: two espeak-ng voices each 10 dB
+below the caller, together ~7 dB below, through a reverberant room; the agent's Piper voice as
+the caller; five lines, 44 words; words wrong, runs differ by a few words with timing):
+
+| `[audio] talker_gate` | quiet room | two talkers 10 dB down |
+|---|---|---|
+| "off" | 0-1 / 44 | the first turn never ends: 700+ of their words in it |
+| "level", margin 6 dB | 5 / 44 | 10-11 / 44 (their words before the caller's first) |
+| "level", margin 8 dB | 0 / 44 | 20 / 44 (their speech opens turns of its own) |
+
+Variants that did worse: per-frame levels (the peaks of two talkers reach the threshold: 3 %
+of their frames at 6 dB), a fast rise of the smoothed level (a quiet word after a pause shut
+the gate long enough to end the turn), handing the recognizer the ungated frames until 500 ms
+of quiet (their words after the caller's last one: 20-25 / 44).
+
+So it is off by default: level alone cannot tell a caller's unstressed words ("four people"
+after "a table for", 4-8 dB under their stressed syllables) from two bystanders' loudest ones,
+and at 6 dB it drops some of the former. It is for a room where bystanders talk all the time
+(a café counter), where without it a turn does not end. Not built: a judgement per utterance
+and a voice (speaker-embedding) check; two voices at one level stay indistinguishable here.
+`floor_db` is the installer's knob for a kiosk where the caller is always much louder than the
+room: background speech alone then opens no turn.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+FULL_SCALE = 32768.0
+SILENT_DB = -120.0
+"""The level of a frame of digital silence (log of zero)."""
+RISE = 0.25
+"""Share of the way the near level moves toward a louder speech frame (a few frames reach it)."""
+FALL = 0.003
+"""Share of the way it moves toward a quieter speech frame that passed (~10 % a second): it
+follows the near talker's loud syllables, not the valleys between them, and a bystander who
+slips through once does not teach the gate their level (at 0.02, two seconds of them did, and
+the gate let them in from then on)."""
+
+
+class TalkerGate(Protocol):
+    """Lets the near talker through and keeps quieter talkers out."""
+
+    def admit(self, frame: bytes, speaking: bool) -> bytes:
+        """`frame` (int16) as the VAD, the recognizer, the backchannel judgement and the kept
+        audio should hear it. `speaking`: whether the VAD currently hears an utterance (its
+        frames teach the gate the talker's level)."""
+        ...
+
+    def forget(self) -> None:
+        """The session ended: the next person at the kiosk may speak at another level."""
+        ...
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    floor_db: float = -60.0
+    """Frames quieter than this (dBFS, RMS of the frame) never open the gate: the quietest
+    speech a person at the kiosk makes; -60 lets everything speech-like through."""
+    margin_db: float = 6.0
+    """How far below the near talker's level a frame may be and still open the gate."""
+    smoothing_ms: float = 190.0
+    """Time constant of the level the gate judges (an average of the frames' power): a
+    phrase's level varies far less than a frame's. Measured with two talkers 10 dB down
+    (together ~7 dB under the caller): against the near talker's level minus 6 dB, 3.2 % of
+    their 32 ms frames reach it frame by frame, none smoothed over 190 ms; and 52 % of the
+    caller's speech frames fall below it frame by frame, 16 % smoothed."""
+    hold_ms: float = 150.0
+    """How long the gate stays open after a frame opened it: a phrase's quiet sounds and
+    short pauses pass whole."""
+    depth_db: float = 40.0
+    """How much a frame with the gate closed is attenuated."""
+
+
+def frame_power(frame: bytes) -> float:
+    """Mean square of int16 `frame`'s samples (0.0 for an empty frame)."""
+    samples = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
+    return float(np.mean(samples * samples)) if len(samples) else 0.0
+
+
+def level_db(power: float) -> float:
+    """`power` (int16 scale squared) in dBFS."""
+    return 10 * math.log10(power / FULL_SCALE ** 2) if power > 0 else SILENT_DB
+
+
+class LevelGate:
+    """The near talker by level: see the module's docstring."""
+
+    def __init__(self, settings: GateSettings, sample_rate: int) -> None:
+        self._settings = settings
+        self._hold_samples = round(settings.hold_ms * sample_rate / 1000)
+        self._sample_rate = sample_rate
+        self._power: float | None = None
+        """The smoothed power, int16 scale squared; None before the first frame."""
+        self._attenuation = 10 ** (-settings.depth_db / 20)
+        self.near_level_db: float | None = None
+        """The near talker's level (dBFS); None until someone spoke in this session."""
+        self._quiet_for = self._hold_samples + 1
+        """Samples since the last frame at or above the threshold."""
+
+    @property
+    def threshold_db(self) -> float:
+        """The level a frame needs to open the gate now."""
+        floor = self._settings.floor_db
+        if self.near_level_db is None:
+            return floor
+        return max(floor, self.near_level_db - self._settings.margin_db)
+
+    def admit(self, frame: bytes, speaking: bool) -> bytes:
+        level = self._smoothed_level(frame)
+        if level >= self.threshold_db:
+            self._quiet_for = 0
+            if speaking:
+                self._learn(level)
+        else:
+            self._quiet_for += len(frame) // 2
+        if self._quiet_for <= self._hold_samples:
+            return frame
+        quieter = np.frombuffer(frame, dtype=np.int16) * self._attenuation
+        return bytes(np.round(quieter).astype(np.int16).tobytes())
+
+    def forget(self) -> None:
+        self.near_level_db = None
+
+    def _smoothed_level(self, frame: bytes) -> float:
+        power = frame_power(frame)
+        if self._power is None:
+            self._power = power
+        else:
+            seconds = len(frame) / 2 / self._sample_rate
+            share = 1 - math.exp(-seconds * 1000 / self._settings.smoothing_ms)
+            self._power += share * (power - self._power)
+        return level_db(self._power)
+
+    def _learn(self, level: float) -> None:
+        near = self.near_level_db
+        if near is None:
+            self.near_level_db = level
+            return
+        step = RISE if level > near else FALL
+        self.near_level_db = near + step * (level - near)

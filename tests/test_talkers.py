@@ -1,0 +1,147 @@
+"""Background talkers in the simulator: `[[talker]]` in a call file, their speech looped from
+their start at their level against the caller's, through the room, heard by the virtual
+microphone among the steady noise; and the gate that keeps them out of turns."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from edge_agent.audio.room import RoomTalk
+from edge_agent.audio.talker_gate import GateSettings, LevelGate, frame_power, level_db
+from edge_agent.audio.virtual import VirtualMicrophone
+from edge_agent.clock import VirtualClock
+from edge_agent.demo.callfile import parse_call
+from edge_agent.demo.talkers import Talker, active_level, room_talk
+from edge_agent.errors import ConfigError
+from tests.fakes import FakeSpeech
+
+RATE = 16000
+FRAME = 512
+CALLER = '[[caller]]\nsay = "Hello there."\nat = 0.5\n'
+
+
+def _tone(seconds: float, dbfs: float, hz: float = 220.0) -> np.ndarray:
+    t = np.arange(round(seconds * RATE)) / RATE
+    return np.sin(2 * np.pi * hz * t) * 32768 * 10 ** (dbfs / 20) * np.sqrt(2)
+
+
+def _db(level: float) -> float:
+    return 20 * float(np.log10(level / 32768))
+
+
+def test_a_call_file_names_its_talkers() -> None:
+    call = parse_call(CALLER + '[[talker]]\nsay = ["One.", "Two."]\nlevel_db = -12\n'
+                      'voice = "espeak-us-f3"\nstart = 1.5\npause = 0.5\nreverb_ms = 300\n'
+                      '[[talker]]\nsay = "Three."\n', "c.toml")
+    assert call.talkers == (
+        Talker(("One.", "Two."), "espeak-us-f3", -12.0, 1.5, 0.5, 300.0),
+        Talker(("Three.",)))
+
+
+@pytest.mark.parametrize(("table", "where", "says"), [
+    ('say = "Hi."\nvoice = "bob"\n', "talker[1].voice", "must be one of 'agent'"),
+    ('say = []\n', "talker[1].say", "write what the talker says"),
+    ('say = ["Hi.", ""]\n', "talker[1].say[1]", ""),
+    ('say = "Hi."\nlevel_db = 3\n', "talker[1].level_db", "between -40 and 0"),
+    ('say = "Hi."\nloud = true\n', "talker[1].loud", "unknown key"),
+])
+def test_a_bad_talker_is_named(table: str, where: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_call(CALLER + "[[talker]]\n" + table, "c.toml")
+    assert f"c.toml: {where}:" in str(caught.value) and says in str(caught.value)
+
+
+def test_a_crowd_is_bounded() -> None:
+    with pytest.raises(ConfigError, match="at most 8 background talkers"):
+        parse_call(CALLER + '[[talker]]\nsay = "Hi."\n' * 9, "c.toml")
+
+
+def test_talk_loops_from_its_start_the_same_however_it_is_taken() -> None:
+    track = np.arange(1.0, 1001.0)
+    whole = RoomTalk([(track, 300)]).take(2600)
+    assert not whole[:300].any() and whole[300] == 1.0
+    assert np.array_equal(whole[1300:2300], track)  # again from its first sample
+    pieces = RoomTalk([(track, 300)])
+    assert np.array_equal(np.concatenate([pieces.take(n) for n in (7, 512, 1, 2080)]), whole)
+
+
+def test_talkers_are_their_level_below_the_caller() -> None:
+    caller = (_tone(2.0, -18.0)).astype(np.int16).tobytes()
+    for below in (-10.0, -20.0):
+        talk = room_talk((Talker(("Did you see the game last night?",), level_db=below,
+                                 start=1.0),), FakeSpeech(), [caller], RATE, seed=1)
+        assert talk is not None
+        assert not talk.take(RATE).any()  # before their start
+        assert abs(_db(active_level(talk.take(RATE * 20))) - (-18.0 + below)) <= 0.5
+
+
+def test_the_agents_own_voice_can_be_a_talker() -> None:
+    voice = FakeSpeech()
+    room_talk((Talker(("Me again.",), voice="agent"),), voice, [], RATE, seed=0)
+    assert voice.synthesized == ["Me again."]
+
+
+def test_the_microphone_hears_the_talkers() -> None:
+    talk = RoomTalk([(_tone(1.0, -30.0), RATE // 2)])
+
+    async def hear() -> np.ndarray:
+        clock = VirtualClock()
+        mic = VirtualMicrophone(clock, talk=talk)
+        frames: list[bytes] = []
+
+        async def read() -> None:
+            async for frame in mic.frames():
+                frames.append(frame)
+                if len(frames) == 62:
+                    return
+        reading = asyncio.create_task(read())
+        while not reading.done():
+            await clock.advance(FRAME / RATE)
+        return np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float64)
+
+    heard = asyncio.run(hear())
+    assert not heard[:RATE // 2].any()
+    assert abs(_db(float(np.sqrt(np.mean(heard[RATE:] ** 2)))) - (-30.0)) <= 0.5
+
+
+def _through(gate: LevelGate, signal: np.ndarray, speaking: bool) -> list[bool]:
+    """Frame by frame: whether the gate passed each frame as it came."""
+    passed = []
+    for start in range(0, len(signal) - FRAME + 1, FRAME):
+        frame = np.round(signal[start:start + FRAME]).astype(np.int16).tobytes()
+        passed.append(gate.admit(frame, speaking) == frame)
+    return passed
+
+
+def test_the_gate_learns_the_near_talker_and_keeps_quieter_ones_out() -> None:
+    gate = LevelGate(GateSettings(), RATE)
+    assert all(_through(gate, _tone(1.0, -30.0), speaking=False))  # nobody known: all pass
+    assert gate.near_level_db is None
+    assert all(_through(gate, _tone(1.0, -15.0), speaking=True))
+    assert gate.near_level_db is not None and abs(gate.near_level_db - (-15.0)) < 0.5
+    behind = _through(gate, _tone(2.0, -25.0), speaking=False)
+    # The smoothed level takes ~0.35 s to fall 6 dB, then the gate holds 0.15 s more.
+    shut = behind.index(False)
+    assert 0.4 <= shut * FRAME / RATE <= 0.6 and not any(behind[shut:])
+    gate.forget()  # the next session's caller may be quieter
+    assert all(_through(gate, _tone(1.0, -25.0), speaking=False))
+
+
+def test_a_burst_does_not_open_the_gate_but_a_vowel_does() -> None:
+    gate = LevelGate(GateSettings(), RATE)
+    _through(gate, _tone(1.0, -15.0), speaking=True)
+    _through(gate, _tone(2.0, -30.0), speaking=False)  # shut
+    burst = np.concatenate([_tone(FRAME / RATE, -15.0), _tone(0.5, -30.0)])
+    assert not any(_through(gate, burst, speaking=False))
+    vowel = _through(gate, _tone(0.16, -15.0), speaking=False)
+    assert not vowel[0] and vowel[-1]
+
+
+def test_the_floor_keeps_quiet_speech_out_before_anyone_spoke() -> None:
+    gate = LevelGate(GateSettings(floor_db=-24.0), RATE)
+    assert not any(_through(gate, _tone(1.0, -30.0), speaking=False))
+    closed = np.round(_tone(FRAME / RATE, -30.0)).astype(np.int16).tobytes()
+    assert level_db(frame_power(gate.admit(closed, False))) < -30.0 - 39.0
