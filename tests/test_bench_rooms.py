@@ -90,7 +90,8 @@ def test_a_missed_interruption_counts_its_words_and_a_self_interruption_is_repor
     missed = quiet["lines"][1]
     assert (missed["taken"], missed["heard"], missed["stop_ms"]) == (False, "", None)
     assert missed["echo_ignored"] == [INTERRUPTED] and missed["errors"] == missed["words"] == 4
-    assert quiet["first_reply"] == {"count": 1, "taken": 0, "stop_ms": {"n": 0}}
+    assert quiet["first_reply"] == {"count": 1, "taken": 0, "already_paused": 0,
+                                    "stop_ms": {"n": 0}}
     rows = {row["figure"]: row for row in rooms_rows(result)}
     taken = rows["  interruptions taken, first reply (echo 0.3)"]
     assert (taken["value"], taken["note"]) == (0.0, "0 of 1")
@@ -129,7 +130,7 @@ def test_a_broken_rooms_result_is_refused(breakage: str) -> None:
 
 
 def test_a_pause_that_resumed_is_not_the_stop_and_the_turns_until_the_next_line_count() -> None:
-    call = interruption_call(dataclasses.replace(LISTENING_SCENARIOS[0].room), ["Hello?"],
+    call = interruption_call(LISTENING_SCENARIOS[0].room, ["Hello?"],
                              ["Hold on.", "Stop."], [2.0, 2.0], "A long reply.", "Okay.")
     events: list[dict[str, Any]] = [
         {"type": "CallerSpoke", "at": 0.5, "text": "Hello?", "speech_offset": 0.1},
@@ -146,6 +147,22 @@ def test_a_pause_that_resumed_is_not_the_stop_and_the_turns_until_the_next_line_
     assert (first.kind, first.taken, first.errors) == ("question", False, 0)
     assert (hold.taken, hold.stop_ms, hold.heard, hold.errors) == (True, 600.0, "Hold on.", 0)
     assert (stop.taken, stop.stop_ms, stop.heard, stop.errors) == (False, None, "", 1)
+
+
+def test_playback_paused_on_echo_before_the_caller_spoke_is_a_stop_at_once() -> None:
+    call = interruption_call(LISTENING_SCENARIOS[0].room, ["Hello?"], ["Hold on."], [2.0],
+                             "A long reply.", "Okay.")
+    events: list[dict[str, Any]] = [
+        {"type": "CallerSpoke", "at": 0.5, "text": "Hello?"},
+        {"type": "PlaybackStarted", "at": 3.0}, {"type": "PlaybackPaused", "at": 3.6},
+        {"type": "CallerSpoke", "at": 5.0, "text": "Hold on.", "speech_offset": 0.1},
+        {"type": "BargeIn", "at": 9.0}, {"type": "UserTurn", "at": 9.5, "text": "Hold on."},
+    ]
+    _, hold = line_outcomes(call, events)
+    assert (hold.taken, hold.already_paused, hold.stop_ms) == (True, True, 0.0)
+    rows = {r["figure"]: r for r in rooms_rows(_result(FakeRoomCalls()))}
+    assert rows["  onset -> playback stopped, first reply (echo 1.0)"]["note"] == (
+        "target <= 250 ms")
 
 
 def test_the_lag_is_found_by_cross_correlation() -> None:

@@ -149,7 +149,8 @@ def _interruptions(config: Config, gain: float, offset: int, plan: RoomsPlan,
     over = [o for o in outcomes if o.kind == "interruption"]
     for outcome in over:
         say(f"  {outcome.say!r} -> {outcome.heard!r}: "
-            f"{f'stopped in {outcome.stop_ms:.0f} ms' if outcome.taken else 'NOT TAKEN'}")
+            f"{f'stopped in {outcome.stop_ms:.0f} ms' if outcome.taken else 'NOT TAKEN'}"
+            f"{' (already paused on its own echo)' if outcome.already_paused else ''}")
     return {"echo_gain": gain, "double_talk_wer_percent": wer_percent(over),
             "first_reply": _barge_ins(over[:1]), "later_replies": _barge_ins(over[1:]),
             "lines": [line_json(o) for o in outcomes], "unsaid": len(call.lines) - len(outcomes),
@@ -159,6 +160,7 @@ def _interruptions(config: Config, gain: float, offset: int, plan: RoomsPlan,
 def _barge_ins(outcomes: Sequence[LineOutcome]) -> dict[str, Any]:
     taken = [o for o in outcomes if o.taken]
     return {"count": len(outcomes), "taken": len(taken),
+            "already_paused": sum(o.already_paused for o in taken),
             "stop_ms": summarize([o.stop_ms for o in taken if o.stop_ms is not None])}
 
 

@@ -5,10 +5,11 @@ event log.
 A caller line's **onset** is its first loud sample (`CallerSpoke` plus its speech offset); the
 agent's playback **stopped** when the loop paused it on the caller's speech (`PlaybackPaused`,
 with `[turns] pause_on_speech`) if that pause led to the barge-in, else at the `BargeIn`
-itself: the simulator's speaker goes silent at that instant. An interruption is **taken** when a
-`BargeIn` follows its onset before the next line; what the agent **heard** of a line is the
-`UserTurn`s before the next line (nothing, when its words were dropped as the agent's own
-voice: every word counts as an error then).
+itself: the simulator's speaker goes silent at that instant. Playback already paused at the
+onset (on the agent's own echo) counts as stopped at once, and the line says so. An
+interruption is **taken** when a `BargeIn` follows its onset before the next line; what the
+agent **heard** of a line is the `UserTurn`s before the next line (nothing, when its words
+were dropped as the agent's own voice: every word counts as an error then).
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ class LineOutcome:
     taken: bool
     """A barge-in followed (for an interruption: the agent stopped for it)."""
     stop_ms: float | None
-    """Onset -> playback stopped, when taken."""
+    """Onset -> playback stopped, when taken (0 when it had stopped already)."""
+    already_paused: bool = False
+    """Taken, with playback already paused at the onset: the agent had paused on its own
+    echo before the caller spoke (a stutter), and that pause became the barge-in."""
     echo_ignored: tuple[str, ...] = field(default=())
     """What the agent heard over its reply and dropped as its own voice."""
 
@@ -110,13 +114,26 @@ def line_outcomes(call: CallScript, events: Sequence[dict[str, Any]]) -> list[Li
         end = spoken[number + 1] if number + 1 < len(spoken) else len(events)
         spoke = events[index]
         onset = float(spoke["at"]) + float(spoke.get("speech_offset", 0.0))
-        outcomes.append(_outcome(line, onset, events[index + 1:end]))
+        outcomes.append(_outcome(line, onset, _paused_at(events[:index]), events[index + 1:end]))
     return outcomes
 
 
-def _outcome(line: CallerLine, onset: float, after: Sequence[dict[str, Any]]) -> LineOutcome:
+def _paused_at(before: Sequence[dict[str, Any]]) -> float | None:
+    """When playback was paused, if it still was after `before` (on the agent's own echo,
+    since no caller line was being said)."""
+    paused: float | None = None
+    for event in before:
+        if event["type"] == "PlaybackPaused":
+            paused = float(event["at"]) if paused is None else paused
+        elif event["type"] in ("PlaybackResumed", "BargeIn", "PlaybackStarted"):
+            paused = None
+    return paused
+
+
+def _outcome(line: CallerLine, onset: float, paused_at: float | None,
+             after: Sequence[dict[str, Any]]) -> LineOutcome:
     heard = " ".join(str(e["text"]) for e in after if e["type"] == "UserTurn")
-    paused_at: float | None = None
+    already_paused = paused_at is not None
     stopped_at: float | None = None
     for event in after:
         kind, at = event["type"], float(event["at"])
@@ -124,15 +141,17 @@ def _outcome(line: CallerLine, onset: float, after: Sequence[dict[str, Any]]) ->
             paused_at = at
         elif kind == "PlaybackResumed":
             paused_at = None  # not an interruption after all: playback went on
+            already_paused = False
         elif kind == "BargeIn":
             stopped_at = paused_at if paused_at is not None else at
             break
     errors, words = word_errors(line.say, heard)
+    stop_ms = None if stopped_at is None else round(1000 * max(0.0, stopped_at - onset), 1)
     return LineOutcome(
         say=line.say, kind="question" if line.barge_in_after is None else "interruption",
         onset_s=round(onset, 3), heard=heard, errors=errors, words=words,
-        taken=stopped_at is not None,
-        stop_ms=None if stopped_at is None else round(1000 * (stopped_at - onset), 1),
+        taken=stopped_at is not None, stop_ms=stop_ms,
+        already_paused=already_paused and stopped_at is not None,
         echo_ignored=tuple(str(e["text"]) for e in after if e["type"] == "EchoIgnored"))
 
 

@@ -158,7 +158,10 @@ def rooms_rows(result: dict[str, Any]) -> list[SummaryRow]:
                             barge_ins["count"], f"{barge_ins['taken']} of {barge_ins['count']}"
                             + ("; target 100 %" if loud else "")),
                      spread(f"  onset -> playback stopped, {label} (echo {call['echo_gain']})",
-                            "ms", barge_ins["stop_ms"], "target <= 250 ms" if loud else "")]
+                            "ms", barge_ins["stop_ms"], "; ".join(
+                                (["target <= 250 ms"] if loud else [])
+                                + ([f"{barge_ins['already_paused']} paused on its own echo "
+                                    "before"] if barge_ins["already_paused"] else [])))]
     own = result["self_interruptions"]
     replies = own["replies"]
     rows.append(single(f"self-interruptions per 100 replies (echo {own['echo_gain']})", "",
