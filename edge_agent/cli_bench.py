@@ -1,5 +1,6 @@
 """`edge-agent bench [--quick] [--json OUT]`: every benchmark on this machine, one table; and
-`edge-agent bench engines | heard | latency | backchannel | stt | memory | service`: one part.
+`edge-agent bench engines | heard | latency | backchannel | stt | memory | rooms | service`: one
+part.
 
 Part of the command line (messages and exit codes are made here and in `cli`). `bench` and a
 part's subcommand call the same function (`bench.parts`) and get the same part JSON: the
@@ -33,7 +34,7 @@ def add_parser(commands: Any) -> None:
                     "it ran on, every raw sample in --json (see bench.schema.json).")
     bench.add_argument("--quick", action="store_true",
                        help="fewer runs, clips and turns, a short idle, nothing killed or "
-                            "unplugged: under 2 minutes on a 2-core PC")
+                            "unplugged: a few minutes on a 2-core PC (rooms alone ~2)")
     bench.add_argument("--seed", type=int, default=1, help="random seed (cut and cue times)")
     # No default here: `bench --json FILE PART` must keep FILE (a part's own default would
     # replace it); `results_path` gives the default once the part is known.
@@ -92,6 +93,18 @@ def add_parser(commands: Any) -> None:
     memory.add_argument("--kills", type=int, default=5,
                         help="SIGKILLs of a real agent at random moments of a call (default 5)")
 
+    rooms = _part_parser(
+        benchmarks, "rooms", "the echo canceller and the agent in a simulated room (echo, "
+                             "reverberation, noise) through the real engines: ERLE, double "
+                             "talk, barge-in, self-interruptions, CPU and latency",
+        seed_help="random seed for the interruption cues")
+    rooms.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
+                       help="2 interruptions per echo gain, 5 replies, 2 questions per room")
+    rooms.add_argument("--interruptions", type=positive_int, default=None,
+                       help="interruptions per echo gain (default 5; --quick 2)")
+    rooms.add_argument("--replies", type=positive_int, default=None,
+                       help="replies watched for self-interruptions (default 100; --quick 5)")
+
     service = _part_parser(
         benchmarks, "service", "the agent as a service: start to READY, idle CPU and RSS, "
                                "watchdog pings, recovery after the microphone and the speaker "
@@ -140,7 +153,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
         return _run_all(config, args)
     command: PartCommand = {
         "engines": _engines, "heard": _heard, "latency": _latency, "backchannel": _backchannel, "stt": _stt,
-        "memory": _memory, "service": _service}[args.benchmark]
+        "memory": _memory, "rooms": _rooms, "service": _service}[args.benchmark]
     result, figures = command(config, args)
     write_json(result, args.json)
     print(figures)
@@ -226,6 +239,23 @@ def _memory(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], s
     print(f"edge-agent bench memory: {args.turns} turns, {args.kills} SIGKILL(s)", flush=True)
     result = memory_part(_workbench(config),
                          MemoryPlan(turns=args.turns, kills=args.kills, seed=args.seed))
+    return result, table(result)
+
+
+def _rooms(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    import dataclasses
+
+    from edge_agent.bench.parts import rooms_part
+    from edge_agent.bench.rooms import RoomsPlan, quick_plan, table
+
+    plan = quick_plan(args.seed) if args.quick else RoomsPlan(seed=args.seed)
+    plan = dataclasses.replace(
+        plan, interruptions=args.interruptions or plan.interruptions,
+        replies=args.replies or plan.replies)
+    print(f"edge-agent bench rooms: the canceller, {plan.interruptions} interruptions per echo "
+          f"gain, {plan.replies} replies, {plan.listening_lines} questions per room (seed "
+          f"{plan.seed})", flush=True)
+    result = rooms_part(_workbench(config), plan)
     return result, table(result)
 
 

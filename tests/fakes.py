@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
+from edge_agent.config import Config
+from edge_agent.demo.callfile import CallScript
 from edge_agent.engines.base import (
     ChatMessage,
     RecognizedWord,
@@ -179,3 +182,49 @@ class FakeSummarizer:
             raise SummaryPreempted
         self.inputs.append((previous, list(lines)))
         return Summary(f"summary {len(self.inputs)}", ())
+
+
+class FakeRoomCalls:
+    """Runs `bench rooms`' calls without engines: the agent hears every caller line as
+    `heard` maps it (else word for word); a line said over a reply pauses it `stop_ms` after its
+    onset and barges in 100 ms later, except the lines in `missed` (dropped as the agent's own
+    voice); every reply plays whole, but the first `self_barge_ins` of a call with nobody
+    speaking over it are cut by a barge-in. The calls it ran are in `calls`."""
+
+    def __init__(self, stop_ms: float = 200.0, missed: Sequence[str] = (),
+                 heard: dict[str, str] | None = None, self_barge_ins: int = 0) -> None:
+        self.stop_ms = stop_ms
+        self.missed = set(missed)
+        self.heard = heard or {}
+        self.self_barge_ins = self_barge_ins
+        self.calls: list[tuple[Config, CallScript]] = []
+
+    def __call__(self, config: Config, call: CallScript) -> dict[str, Any]:
+        self.calls.append((config, call))
+        events: list[dict[str, Any]] = [{"type": "SessionStarted", "at": 0.0}]
+        units: list[dict[str, Any]] = []
+        cut_left = 0 if any(line.barge_in_after for line in call.lines) else self.self_barge_ins
+        for number, line in enumerate(call.lines):
+            onset = 10.0 * number + 0.55
+            events.append({"type": "CallerSpoke", "at": onset - 0.05, "text": line.say,
+                           "speech_offset": 0.05})
+            if line.say in self.missed:
+                events.append({"type": "EchoIgnored", "at": onset + 1.0, "text": line.say,
+                               "playing": ""})
+                continue
+            if line.barge_in_after is not None:
+                paused = onset + self.stop_ms / 1000
+                events += [{"type": "PlaybackPaused", "at": paused, "unit_id": "u"},
+                           {"type": "BargeIn", "at": paused + 0.1, "unit_id": "u"}]
+            events += [{"type": "UserTurn", "at": onset + 2.0,
+                        "text": self.heard.get(line.say, line.say)},
+                       {"type": "LlmRequest", "at": onset + 2.1, "messages": []},
+                       {"type": "PlaybackStarted", "at": onset + 2.5, "unit_id": "u"}]
+            reply = str(call.replies[number]) if call.replies else ""
+            if cut_left:
+                cut_left -= 1
+                events.append({"type": "BargeIn", "at": onset + 4.0, "unit_id": "u"})
+                units.append({"generated": reply, "heard": reply[:5]})
+            else:
+                units.append({"generated": reply, "heard": reply})
+        return {"events": events, "units": units, "engines": {"echo_cancel": "webrtc-aec3"}}

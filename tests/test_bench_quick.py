@@ -20,7 +20,7 @@ from edge_agent.bench.document import schema
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 
-PARTS = ("engines", "latency", "heard", "stt", "backchannel", "memory", "service")
+PARTS = ("engines", "latency", "heard", "stt", "backchannel", "memory", "rooms", "service")
 
 
 def _raw_samples(name: str, result: dict[str, Any]) -> dict[str, list[Any]]:
@@ -42,6 +42,12 @@ def _raw_samples(name: str, result: dict[str, Any]) -> dict[str, list[Any]]:
         return {"assembly": [v for s in result["assembly_ms"].values() for v in s["values"]],
                 "first token": [v for values in result["first_token_samples_ms"]["stepped"]
                                 .values() for v in values]}
+    if name == "rooms":
+        return {"ERLE per second": [v for e in result["canceller"]["erle"]
+                                    for v in e["per_second_db"]],
+                "caller lines": [line for call in result["interruptions"]
+                                 for line in call["lines"]],
+                "replies' events": result["self_interruptions"]["events"]}
     return {"idle CPU": result["figures"]["idle_cpu_samples"],
             "idle RSS": result["figures"]["idle_rss_samples_mb"]}
 
@@ -58,7 +64,7 @@ def test_bench_quick_runs_every_part_and_writes_a_valid_document(tmp_path: Path)
     done = subprocess.run(
         [sys.executable, "-m", "edge_agent", "--config", str(config), "bench", "--quick",
          "--json", str(results)],
-        capture_output=True, text=True, timeout=540, check=False, cwd=tmp_path)
+        capture_output=True, text=True, timeout=720, check=False, cwd=tmp_path)
     wall = time.monotonic() - started
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
     print(f"bench --quick: {wall:.0f} s\n{done.stdout}")  # shown with -s: the figures of this run
@@ -83,4 +89,4 @@ def test_bench_quick_runs_every_part_and_writes_a_valid_document(tmp_path: Path)
     assert done.stdout.startswith("edge-agent ") and "machine: " in done.stdout
     for name in PARTS:
         assert f"\n{name:12}" in done.stdout, name
-        assert f"/7 {name}: ok in " in done.stderr, name
+        assert f"/{len(PARTS)} {name}: ok in " in done.stderr, name

@@ -82,7 +82,7 @@ class PartRecord(TypedDict):
     """One part of the run."""
 
     name: str
-    """engines, latency, heard, stt, backchannel, memory or service."""
+    """engines, latency, heard, stt, backchannel, memory, rooms or service."""
     title: str
     """What the part measures, in a few words."""
     status: PartStatus

@@ -14,6 +14,7 @@ from typing import Any
 
 from edge_agent.bench.latency import REPLY
 from edge_agent.bench.memory import MemoryPlan
+from edge_agent.bench.rooms import RoomsPlan
 from edge_agent.bench.workbench import Workbench
 from edge_agent.errors import ConfigError, EngineError
 
@@ -149,3 +150,11 @@ def service_part(bench: Workbench, idle_s: float, devices: bool) -> dict[str, An
     except RuntimeError as exc:
         raise EngineError(f"the agent under test: {exc}") from None
     return {"benchmark": "service", "figures": figures}
+
+
+def rooms_part(bench: Workbench, plan: RoomsPlan) -> dict[str, Any]:
+    """The echo canceller and the agent in a simulated room, through the real engines on the
+    virtual audio pair (`rooms`)."""
+    from edge_agent.bench.rooms import run_rooms
+
+    return run_rooms(bench.config, bench.voice(), plan, bench.say)

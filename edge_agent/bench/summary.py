@@ -132,6 +132,54 @@ def service_rows(result: dict[str, Any]) -> list[SummaryRow]:
     return rows
 
 
+def rooms_rows(result: dict[str, Any]) -> list[SummaryRow]:
+    """The canceller, interruptions and listening in the simulated room, with the issue's
+    targets in the notes."""
+    canceller = result["canceller"]
+    rows: list[SummaryRow] = []
+    for erle in canceller["erle"]:
+        seconds = len(erle["per_second_db"])
+        rows += [single(f"ERLE, first second (echo {erle['echo_gain']})", "dB",
+                        erle["first_second_db"], 1),
+                 single(f"ERLE, steady after 2 s (echo {erle['echo_gain']})", "dB",
+                        erle["steady_db"], seconds - 2, "target >= 30 dB")]
+    for call in result["interruptions"]:
+        over = [line for line in call["lines"] if line["kind"] == "interruption"]
+        rows.append(single(f"caller WER in double talk (echo {call['echo_gain']})", "%",
+                           call["double_talk_wer_percent"], len(over)))
+        for when in ("first_reply", "later_replies"):
+            barge_ins = call[when]
+            if not barge_ins["count"]:
+                continue
+            label = when.replace("_", " ")
+            loud = call["echo_gain"] >= 1.0  # the issue's targets are set at echo 1.0
+            rows += [single(f"  interruptions taken, {label} (echo {call['echo_gain']})", "%",
+                            round(100 * barge_ins["taken"] / barge_ins["count"], 1),
+                            barge_ins["count"], f"{barge_ins['taken']} of {barge_ins['count']}"
+                            + ("; target 100 %" if loud else "")),
+                     spread(f"  onset -> playback stopped, {label} (echo {call['echo_gain']})",
+                            "ms", barge_ins["stop_ms"], "; ".join(
+                                (["target <= 250 ms"] if loud else [])
+                                + ([f"{barge_ins['already_paused']} paused on its own echo "
+                                    "before"] if barge_ins["already_paused"] else [])))]
+    own = result["self_interruptions"]
+    replies = own["replies"]
+    rows.append(single(f"self-interruptions per 100 replies (echo {own['echo_gain']})", "",
+                       round(100 * own["barge_ins"] / replies, 1) if replies else 0.0, replies,
+                       f"{own['barge_ins']} in {replies} replies, {own['pauses']} pauses; "
+                       "target 0"))
+    rows += [single(f"caller WER, {scenario['scenario']}", "%", scenario["wer_percent"],
+                    len(scenario["lines"]))
+             for scenario in result["listening"]]
+    rows += [single(f"CPU of {cpu['processing']}", "% core", cpu["percent_of_core"], 1,
+                    f"{cpu['cpu_s']} s for {cpu['audio_s']:.0f} s of audio; target <= 10 %")
+             for cpu in canceller["cpu"]]
+    lag = canceller["lag"]
+    rows.append(single("latency added by the processing", "ms", lag["ms"], 1,
+                       f"{lag['framing_ms']:g} ms framing + filters, measured"))
+    return rows
+
+
 def _number(value: float | None) -> str:
     if value is None:
         return "-"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from edge_agent.bench.latency import REPLY, SHORT_REPLY
 from edge_agent.bench.memory import MemoryPlan
+from edge_agent.bench.rooms import RoomsPlan, quick_plan
 from edge_agent.config import Config
 from edge_agent.conversation.settings import Engines
 from edge_agent.engines.base import SpeechRecognizer
@@ -20,7 +21,7 @@ from edge_agent.errors import EngineError
 @dataclass(frozen=True)
 class Plan:
     """How much each part of `edge-agent bench` measures: the full run's sizes (the
-    subcommands' defaults), or `--quick`'s (under 2 minutes on a 2-core PC)."""
+    subcommands' defaults), or `--quick`'s (a few minutes on a 2-core PC)."""
 
     quick: bool
     seed: int = 1
@@ -39,6 +40,7 @@ class Plan:
     backchannel_every: int = 1
     """Every n-th clip of the backchannel corpus."""
     memory: MemoryPlan = field(default_factory=MemoryPlan)
+    rooms: RoomsPlan = field(default_factory=RoomsPlan)
     service_idle_s: float = 20.0
     """Seconds the idle agent is watched."""
     service_devices: bool = True
@@ -54,7 +56,8 @@ def plan_for(quick: bool, seed: int, config: Config) -> Plan:
     the other built-in one of moonshine / pocketsphinx (their WERs side by side)."""
     configured = config.stt_engine
     full = Plan(quick=False, seed=seed, stt_engines=tuple(dict.fromkeys(
-        (configured, "moonshine", "pocketsphinx"))), memory=MemoryPlan(seed=seed))
+        (configured, "moonshine", "pocketsphinx"))), memory=MemoryPlan(seed=seed),
+        rooms=RoomsPlan(seed=seed))
     if not quick:
         return full
     return dataclasses.replace(
@@ -63,7 +66,7 @@ def plan_for(quick: bool, seed: int, config: Config) -> Plan:
         backchannel_every=4,
         memory=MemoryPlan(turns=20, kills=0, seed=seed, repeats=3, sliding=False, restarts=0,
                           preemptions=0),
-        service_idle_s=4.0, service_devices=False, engine_sentences=3, llm_prompts=2)
+        rooms=quick_plan(seed), service_idle_s=4.0, service_devices=False, engine_sentences=3, llm_prompts=2)
 
 
 class Workbench:

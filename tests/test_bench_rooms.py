@@ -1,0 +1,238 @@
+"""`edge-agent bench rooms`: the part's JSON against the shipped schema, its rows in the one
+table, and what each caller line of a call became (fake calls, a fake voice: the canceller's
+measurement itself runs); and, with the models, `bench rooms --quick` end to end."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+
+from edge_agent.bench import parts as bench_parts
+from edge_agent.bench.document import FORMAT, schema
+from edge_agent.bench.rooms import LISTENING_SCENARIOS, RoomsPlan, quick_plan, run_rooms, table
+from edge_agent.bench.rooms_calls import interruption_call, line_outcomes
+from edge_agent.bench.rooms_canceller import lag_samples
+from edge_agent.bench.suite import PARTS, run_suite
+from edge_agent.bench.summary import rooms_rows
+from edge_agent.bench.workbench import Plan, Workbench
+from edge_agent.cli import main
+from edge_agent.config import Config
+from tests.fakes import FakeRoomCalls, FakeSpeech
+
+INTERRUPTED = "Wait, what about Sunday?"
+
+
+def _result(calls: FakeRoomCalls, plan: RoomsPlan | None = None) -> dict[str, Any]:
+    said: list[str] = []
+    result = run_rooms(Config(), FakeSpeech(), plan or quick_plan(seed=3), said.append,
+                       calls=calls)
+    assert said, "no progress lines"
+    return json.loads(json.dumps(result))  # as the results file holds it
+
+
+def _document(result: dict[str, Any]) -> dict[str, Any]:
+    machine = {"hostname": "kiosk", "cpu_model": "x", "cpu_cores": 2, "ram_total_mb": 4000,
+               "os": "Debian", "kernel": "6.1", "arch": "x86_64", "python": "3.11",
+               "edge_agent": "0.1.0", "date": "2026-12-01T10:00:00+01:00",
+               "load_before": [0.1, 0.1, 0.1], "load_after": [0.2, 0.2, 0.2]}
+    model = {"kind": "tts", "engine": "piper", "name": "joe", "path": "/m/j.onnx",
+             "problem": ""}
+    return {"format": FORMAT, "quick": True, "seed": 3, "ok": True, "seconds": 100.0,
+            "machine": machine, "models": [model],
+            "parts": [{"name": "rooms", "title": "rooms", "status": "ok", "reason": "",
+                       "seconds": 90.0, "settings": {}, "result": result,
+                       "rows": rooms_rows(result)}]}
+
+
+def _errors(document: dict[str, Any]) -> list[str]:
+    return [e.message for e in jsonschema.Draft202012Validator(schema()).iter_errors(document)]
+
+
+def test_the_rooms_part_keeps_every_line_and_validates() -> None:
+    calls = FakeRoomCalls(stop_ms=180.0, heard={INTERRUPTED: "Great. What about Sunday?"})
+    result = _result(calls)
+    assert _errors(_document(result)) == []
+    # 2 interruption calls, the replies call, one call per listening scenario
+    assert len(calls.calls) == 3 + len(LISTENING_SCENARIOS)
+    assert all(config.audio.echo_cancel == "on" for config, _ in calls.calls)
+    suppression = [config.audio.noise_suppression for config, _ in calls.calls[3:]]
+    assert suppression == [s.noise_suppression for s in LISTENING_SCENARIOS]
+    quiet, loud = result["interruptions"]
+    assert (quiet["echo_gain"], loud["echo_gain"]) == (0.3, 1.0)
+    said = [line["say"] for line in quiet["lines"] if line["kind"] == "interruption"]
+    assert said[0] == INTERRUPTED and len(said) == 2
+    # "Great" for "Wait": 1 error in the 4 + 6 words of the two interruptions
+    assert quiet["double_talk_wer_percent"] == 10.0
+    assert loud["first_reply"]["taken"] == 1 and loud["later_replies"]["count"] == 1
+    assert loud["first_reply"]["stop_ms"]["values"] == [180.0]
+    assert all(e["type"] != "LlmRequest" for e in loud["events"])
+    own = result["self_interruptions"]
+    assert (own["replies"], own["barge_ins"], own["echo_gain"]) == (5, 0, 1.0)
+    erle = result["canceller"]["erle"]
+    assert [e["echo_gain"] for e in erle] == [0.3, 1.0]
+    assert all(e["steady_db"] > 10 for e in erle), erle
+    assert 10 <= result["canceller"]["lag"]["ms"] <= 30
+
+
+def test_a_missed_interruption_counts_its_words_and_a_self_interruption_is_reported() -> None:
+    result = _result(FakeRoomCalls(missed=[INTERRUPTED], self_barge_ins=1))
+    quiet = result["interruptions"][0]
+    missed = quiet["lines"][1]
+    assert (missed["taken"], missed["heard"], missed["stop_ms"]) == (False, "", None)
+    assert missed["echo_ignored"] == [INTERRUPTED] and missed["errors"] == missed["words"] == 4
+    assert quiet["first_reply"] == {"count": 1, "taken": 0, "already_paused": 0,
+                                    "stop_ms": {"n": 0}}
+    rows = {row["figure"]: row for row in rooms_rows(result)}
+    taken = rows["  interruptions taken, first reply (echo 0.3)"]
+    assert (taken["value"], taken["note"]) == (0.0, "0 of 1")
+    loud = rows["  interruptions taken, first reply (echo 1.0)"]
+    assert (loud["value"], loud["note"]) == (100.0, "1 of 1; target 100 %")
+    own = rows["self-interruptions per 100 replies (echo 1.0)"]
+    assert (own["value"], own["n"]) == (20.0, 5) and "target 0" in own["note"]
+    assert result["self_interruptions"]["units_not_heard_whole"] == 1
+    assert _errors(_document(result)) == []
+
+
+def test_the_table_shows_each_figure_with_its_target() -> None:
+    printed = table(_result(FakeRoomCalls()))
+    for figure in ("ERLE, steady after 2 s (echo 1.0)", "target >= 30 dB",
+                   "caller WER in double talk (echo 1.0)", "target <= 250 ms",
+                   "caller WER, steady noise -35 dBFS pink, suppression on",
+                   "CPU of echo cancellation", "target <= 10 %",
+                   "latency added by the processing"):
+        assert figure in printed, printed
+
+
+@pytest.mark.parametrize("breakage", ["no lines", "no per-second ERLE", "stop as text",
+                                      "unknown kind"])
+def test_a_broken_rooms_result_is_refused(breakage: str) -> None:
+    document = copy.deepcopy(_document(_result(FakeRoomCalls())))
+    result = document["parts"][0]["result"]
+    if breakage == "no lines":
+        result["interruptions"][0]["lines"] = []
+    elif breakage == "no per-second ERLE":
+        result["canceller"]["erle"][0]["per_second_db"] = []
+    elif breakage == "stop as text":
+        result["interruptions"][0]["lines"][1]["stop_ms"] = "200 ms"
+    else:
+        result["interruptions"][0]["lines"][1]["kind"] = "backchannel"
+    assert _errors(document), breakage
+
+
+def test_a_pause_that_resumed_is_not_the_stop_and_the_turns_until_the_next_line_count() -> None:
+    call = interruption_call(LISTENING_SCENARIOS[0].room, ["Hello?"],
+                             ["Hold on.", "Stop."], [2.0, 2.0], "A long reply.", "Okay.")
+    events: list[dict[str, Any]] = [
+        {"type": "CallerSpoke", "at": 0.5, "text": "Hello?", "speech_offset": 0.1},
+        {"type": "UserTurn", "at": 2.0, "text": "Hello?"},
+        {"type": "CallerSpoke", "at": 5.0, "text": "Hold on.", "speech_offset": 0.1},
+        {"type": "PlaybackPaused", "at": 5.2}, {"type": "PlaybackResumed", "at": 5.5},
+        {"type": "PlaybackPaused", "at": 5.7}, {"type": "BargeIn", "at": 5.9},
+        {"type": "UserTurn", "at": 7.0, "text": "Hold"},
+        {"type": "UserTurn", "at": 7.5, "text": "on."},
+        {"type": "CallerSpoke", "at": 12.0, "text": "Stop.", "speech_offset": 0.0},
+        {"type": "PlaybackPaused", "at": 12.2}, {"type": "PlaybackResumed", "at": 12.6},
+    ]
+    first, hold, stop = line_outcomes(call, events)
+    assert (first.kind, first.taken, first.errors) == ("question", False, 0)
+    assert (hold.taken, hold.stop_ms, hold.heard, hold.errors) == (True, 600.0, "Hold on.", 0)
+    assert (stop.taken, stop.stop_ms, stop.heard, stop.errors) == (False, None, "", 1)
+
+
+def test_playback_paused_on_echo_before_the_caller_spoke_is_a_stop_at_once() -> None:
+    call = interruption_call(LISTENING_SCENARIOS[0].room, ["Hello?"], ["Hold on."], [2.0],
+                             "A long reply.", "Okay.")
+    events: list[dict[str, Any]] = [
+        {"type": "CallerSpoke", "at": 0.5, "text": "Hello?"},
+        {"type": "PlaybackStarted", "at": 3.0}, {"type": "PlaybackPaused", "at": 3.6},
+        {"type": "CallerSpoke", "at": 5.0, "text": "Hold on.", "speech_offset": 0.1},
+        {"type": "BargeIn", "at": 9.0}, {"type": "UserTurn", "at": 9.5, "text": "Hold on."},
+    ]
+    _, hold = line_outcomes(call, events)
+    assert (hold.taken, hold.already_paused, hold.stop_ms) == (True, True, 0.0)
+    rows = {r["figure"]: r for r in rooms_rows(_result(FakeRoomCalls()))}
+    assert rows["  onset -> playback stopped, first reply (echo 1.0)"]["note"] == (
+        "target <= 250 ms")
+
+
+def test_the_lag_is_found_by_cross_correlation() -> None:
+    signal = FakeSpeech().synthesize("one two three four five six")
+    samples = np.frombuffer(signal.pcm, dtype=np.int16).astype(np.float64)
+    delayed = np.concatenate([np.zeros(287), samples])[:len(samples)]
+    assert lag_samples(samples, delayed) == 287
+    assert lag_samples(samples, samples) == 0
+
+
+def test_bench_runs_rooms_with_the_quick_sizes_and_prints_its_rows() -> None:
+    rooms = next(p for p in PARTS if p.name == "rooms")
+    calls = FakeRoomCalls()
+
+    def run(bench: Workbench, plan: Plan) -> dict[str, Any]:
+        return run_rooms(bench.config, FakeSpeech(), plan.rooms, bench.say, calls=calls)
+
+    document = run_suite(Config(), quick=True, seed=4, out=io.StringIO(),
+                         selection=[dataclasses.replace(rooms, needs=(), run=run)])
+    [record] = document["parts"]
+    assert record["status"] == "ok", record["reason"]
+    assert record["settings"] == {"interruptions": 2, "replies": 5, "listening_lines": 2,
+                                  "far_end_texts": 2}
+    assert record["result"]["seed"] == 4
+    replies_call = calls.calls[2][1]
+    assert len(replies_call.lines) == 5
+    assert _errors(json.loads(json.dumps(document))) == []
+
+
+def test_the_subcommand_takes_quick_and_its_own_sizes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plans: list[RoomsPlan] = []
+
+    def measured(bench: Workbench, plan: RoomsPlan) -> dict[str, Any]:
+        plans.append(plan)
+        return _result(FakeRoomCalls(), plan)
+
+    monkeypatch.setattr(bench_parts, "rooms_part", measured)
+    config = tmp_path / "edge-agent.toml"
+    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    written = tmp_path / "rooms.json"
+    assert main(["-c", str(config), "bench", "rooms", "--quick", "--replies", "3", "--seed",
+                 "9", "--json", str(written)]) == 0
+    assert main(["-c", str(config), "bench", "rooms", "--interruptions", "1", "--json",
+                 str(tmp_path / "full.json")]) == 0
+    assert plans == [dataclasses.replace(quick_plan(9), replies=3),
+                     dataclasses.replace(RoomsPlan(), interruptions=1)]
+    assert json.loads(written.read_text(encoding="utf-8"))["benchmark"] == "rooms"
+
+
+@pytest.mark.models
+def test_bench_rooms_quick_on_the_real_engines(tmp_path: Path) -> None:
+    config = tmp_path / "edge-agent.toml"
+    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    results = tmp_path / "rooms.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "--config", str(config), "bench", "rooms",
+         "--quick", "--json", str(results)],
+        capture_output=True, text=True, timeout=400, check=False, cwd=tmp_path)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
+    print(done.stdout)  # shown with -s: the figures of this run
+    result = json.loads(results.read_text(encoding="utf-8"))
+    assert _errors(_document(result)) == []
+    canceller = result["canceller"]
+    assert all(e["steady_db"] > 10 for e in canceller["erle"]), canceller["erle"]
+    assert all(c["percent_of_core"] < 50 for c in canceller["cpu"]), canceller["cpu"]
+    assert 10 <= canceller["lag"]["ms"] <= 30, canceller["lag"]
+    loud = result["interruptions"][1]
+    assert loud["echo_gain"] == 1.0
+    assert loud["first_reply"]["taken"] + loud["later_replies"]["taken"] >= 1, loud["lines"]
+    assert result["self_interruptions"]["replies"] == 5
+    assert all(s["wer_percent"] <= 50 for s in result["listening"]), result["listening"]
+    assert "ERLE, steady after 2 s (echo 1.0)" in done.stdout
