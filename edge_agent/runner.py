@@ -48,6 +48,10 @@ from edge_agent.session import SessionRecord
 Printer = Callable[[str], None]
 IDLE_TO_END = 1.5
 """Seconds the demo waits with nothing happening after the last caller line before it ends."""
+TALKERS_TAIL_S = 20.0
+"""After its last line, a call with background talkers waits at most this long for the agent to
+finish: that room never falls quiet, and a conversation that takes them for the caller is never
+idle."""
 
 
 @dataclass
@@ -156,6 +160,8 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
                                    + _unfinished(caller.cut_short, caller.unsaid)))
                 return
             left = max_seconds - (clock.now() - started)
+            if call.talkers:
+                left = min(left, TALKERS_TAIL_S)
             await _until_first(talking, _idle(talk, log, clock), clock, left)
 
         return await _session(talk, log, memory, Reporter(printer), call_then_idle,

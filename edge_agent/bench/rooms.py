@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.audio.room import Room
+from edge_agent.bench.clipset import BABBLE_LINES
 from edge_agent.bench.latency import INTERRUPTIONS, QUESTIONS, REPLY
 from edge_agent.bench.rooms_calls import (
     CallRunner,
@@ -42,6 +43,7 @@ from edge_agent.bench.rooms_calls import (
 from edge_agent.bench.rooms_canceller import FAR_END_TEXTS, measure_canceller
 from edge_agent.bench.stats import summarize
 from edge_agent.config import Config
+from edge_agent.demo.talkers import Talker
 from edge_agent.engines.base import TextToSpeech
 
 ROOM = Room(delay_ms=40.0, reverb_ms=150.0, clip=0.5, seed=1)
@@ -68,6 +70,17 @@ class ListeningScenario:
     room: Room
     noise_suppression: str = "off"
     """`[audio] noise_suppression` for the call."""
+    talkers: tuple[Talker, ...] = ()
+    """Other people talking in the room."""
+    talker_gate: str = "off"
+    """`[audio] talker_gate` for the call."""
+
+
+def _two_talkers(level_db: float) -> tuple[Talker, ...]:
+    """Two people chatting nearby, each `level_db` against the caller, the second a little
+    after the first (espeak-ng voices: not the caller's)."""
+    return (Talker(BABBLE_LINES[:2], level_db=level_db),
+            Talker(BABBLE_LINES[2:], level_db=level_db, start=1.3))
 
 
 LISTENING_SCENARIOS = (
@@ -75,9 +88,14 @@ LISTENING_SCENARIOS = (
                       dataclasses.replace(ROOM, echo_gain=0.3, noise_db=-35.0), "off"),
     ListeningScenario("steady noise -35 dBFS pink, suppression on",
                       dataclasses.replace(ROOM, echo_gain=0.3, noise_db=-35.0), "on"),
-    # Background talkers 10 and 5 dB below the caller go here as two more scenarios, once a
-    # call can carry them ([[talker]] tables): a field for them on ListeningScenario, passed
-    # on to the call in `_listening`.
+    ListeningScenario("two talkers 10 dB down, talker gate off",
+                      dataclasses.replace(ROOM, echo_gain=0.3), talkers=_two_talkers(-10.0)),
+    ListeningScenario("two talkers 10 dB down, talker gate level",
+                      dataclasses.replace(ROOM, echo_gain=0.3), talkers=_two_talkers(-10.0),
+                      talker_gate="level"),
+    ListeningScenario("two talkers 5 dB down, talker gate level",
+                      dataclasses.replace(ROOM, echo_gain=0.3), talkers=_two_talkers(-5.0),
+                      talker_gate="level"),
 )
 """The rooms whose caller WER `bench rooms` reports, one row each."""
 
@@ -168,13 +186,15 @@ def _listening(config: Config, scenario: ListeningScenario, plan: RoomsPlan,
                say: Callable[[str], None], calls: CallRunner) -> dict[str, Any]:
     questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(plan.listening_lines)]
     say(f"{len(questions)} questions, {scenario.name}")
-    call = questions_call(scenario.room, questions, SHORT_REPLY)
-    record = calls(room_config(config, scenario.noise_suppression), call)
+    call = questions_call(scenario.room, questions, SHORT_REPLY, scenario.talkers)
+    record = calls(room_config(config, scenario.noise_suppression, scenario.talker_gate), call)
     outcomes = line_outcomes(call, record["events"])
     say(f"  WER {wer_percent(outcomes)} %")
     return {"scenario": scenario.name, "echo_gain": scenario.room.echo_gain,
             "noise_db": scenario.room.noise_db, "noise_kind": scenario.room.noise_kind,
             "noise_suppression": scenario.noise_suppression,
+            "talkers_db": [t.level_db for t in scenario.talkers],
+            "talker_gate": scenario.talker_gate,
             "wer_percent": wer_percent(outcomes), "lines": [line_json(o) for o in outcomes],
             "unsaid": len(call.lines) - len(outcomes)}
 

@@ -24,6 +24,7 @@ from edge_agent.audio.room import Room
 from edge_agent.bench.wer import word_errors
 from edge_agent.config import Config
 from edge_agent.demo.callfile import CallerLine, CallScript
+from edge_agent.demo.talkers import Talker
 
 CALL_LIMIT_S = 1200.0
 """Longest call `bench rooms` runs (100 replies at echo 1.0 take ~10 minutes)."""
@@ -70,11 +71,13 @@ def _quiet(line: str) -> None:
     del line
 
 
-def room_config(config: Config, noise_suppression: str = "off") -> Config:
+def room_config(config: Config, noise_suppression: str = "off",
+                talker_gate: str = "off") -> Config:
     """`config` with the canceller on (whatever the user's `[audio]` says: it is what is
-    measured) and noise suppression as given."""
+    measured), noise suppression and the talker gate as given."""
     return dataclasses.replace(config, audio=dataclasses.replace(
-        config.audio, echo_cancel="on", noise_suppression=noise_suppression))
+        config.audio, echo_cancel="on", noise_suppression=noise_suppression,
+        talker_gate=talker_gate))
 
 
 def interruption_call(room: Room, questions: Sequence[str], interruptions: Sequence[str],
@@ -98,12 +101,14 @@ def replies_call(room: Room, replies: int, reply: str) -> CallScript:
                       replies=(reply,) * replies, room=room)
 
 
-def questions_call(room: Room, questions: Sequence[str], reply: str) -> CallScript:
-    """Questions said while the agent is silent, each answered with `reply`."""
+def questions_call(room: Room, questions: Sequence[str], reply: str,
+                   talkers: tuple[Talker, ...] = ()) -> CallScript:
+    """Questions said while the agent is silent, each answered with `reply`; `talkers`
+    chatting nearby all along."""
     lines = [CallerLine(questions[0], at=0.5)]
     lines += [CallerLine(text, after_agent_done=True) for text in questions[1:]]
     return CallScript(source="(bench rooms: questions)", lines=tuple(lines), greeting="",
-                      replies=(reply,) * (len(questions) + 2), room=room)
+                      replies=(reply,) * (len(questions) + 2), room=room, talkers=talkers)
 
 
 def line_outcomes(call: CallScript, events: Sequence[dict[str, Any]]) -> list[LineOutcome]:
