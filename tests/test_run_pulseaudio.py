@@ -242,6 +242,9 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     stderr = agent.stderr.read() if agent.stderr else ""
     assert agent.returncode == 0, stderr[-3000:]
     data = json.loads(record.read_text(encoding="utf-8"))
+    # The canceller ran ("auto" on a live device), and let "okay" through: the rig's
+    # microphone never hears its speaker.
+    assert data["engines"].get("echo_cancel") == "webrtc-aec3", data["engines"]
     types = [e["type"] for e in data["events"]]
     assert types.count("Backchannel") == 1 and "BargeIn" in types, types
     assert types.index("Backchannel") < types.index("BargeIn")

@@ -20,7 +20,7 @@ rest WebRTC's band-splitting filters).
 Where the microphone does not hear the speaker at all (a headset), AEC3 would swallow a caller
 who speaks over the agent: `edge_agent.audio.echo_path` finds out whether there is an echo path,
 and until there is, the microphone passes through (the same processing with no far end; the
-two cost ~2 % of one core more).
+two cost 2-3 % of one core more).
 
 The same module suppresses steady noise (`[audio] noise_suppression`), with or without the echo
 canceller; off by default, as measured it does not lower the recognizer's WER (see
