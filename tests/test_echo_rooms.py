@@ -105,3 +105,26 @@ async def test_a_caller_in_a_noisy_room_is_heard(tmp_path: Path, suppression: st
     users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
     # The noise opens no turn of its own: the caller's two lines, word for word.
     assert users == ["what do you have for a family of 4", "thank you very much"], printed
+
+
+async def test_with_no_echo_path_the_canceller_leaves_a_short_line_over_the_reply_alone(
+        tmp_path: Path) -> None:
+    # A headset (the microphone never hears the speaker) with the canceller forced on: "Okay."
+    # 1.5 s into the first reply, before the canceller had anything to learn from.
+    record = await _call(tmp_path, f'''
+[agent]
+greeting = ""
+echo_gain = 0
+replies = ["{LONG_REPLY}", "{SHORT_REPLY}"]
+[[caller]]
+say = "What do you have for a family of four?"
+at = 0.5
+[[caller]]
+say = "Okay."
+barge_in_after = 1.5
+''', '[audio]\necho_cancel = "on"\n')
+    printed = "\n".join(record["printed"])
+    assert record["engines"].get("echo_cancel") == "webrtc-aec3"
+    # Before: WebRTC swallowed it, the reply played on as if nothing was said.
+    heard = _types(record, "Backchannel") + _types(record, "BargeIn")
+    assert len(heard) == 1, printed

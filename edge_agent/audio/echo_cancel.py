@@ -17,6 +17,11 @@ clipping): 36-40 dB of echo removed within the first second, 43-54 dB after two,
 one core. The microphone's audio comes out 18 ms later than it went in (10 ms of framing, the
 rest WebRTC's band-splitting filters).
 
+Where the microphone does not hear the speaker at all (a headset), AEC3 would swallow a caller
+who speaks over the agent: `edge_agent.audio.echo_path` finds out whether there is an echo path,
+and until there is, the microphone passes through (the same processing with no far end; the
+two cost 2-3 % of one core more).
+
 The same module suppresses steady noise (`[audio] noise_suppression`), with or without the echo
 canceller; off by default, as measured it does not lower the recognizer's WER (see
 `edge_agent.config.NOISE_SUPPRESSION_AUTO`).
@@ -27,7 +32,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+import numpy as np
+
 from edge_agent.audio.device import Microphone, Speaker
+from edge_agent.audio.echo_path import EchoPath, EchoPathDetector
 from edge_agent.audio.pcm import StreamResampler
 from edge_agent.errors import EngineError
 
@@ -56,7 +64,13 @@ class MicrophoneProcessing(Protocol):
 class WebRtcProcessing:
     """WebRTC's audio processing module (livekit's): AEC3 and/or noise suppression, in its
     10 ms frames, with a fixed 10 ms lag: a microphone frame of any size comes out whole, the
-    same size, every time. Without echo cancellation the far end is not used."""
+    same size, every time. Without echo cancellation the far end is not used.
+
+    With echo cancellation a twin module runs beside the canceller, the same processing fed
+    silence as its far end: what the canceller gives when there is nothing to cancel, sample
+    for sample at the same lag. Its output is used while the `EchoPathDetector` finds that
+    the microphone does not hear the speaker (see edge_agent.audio.echo_path); the switch
+    between the two is a crossfade over one frame."""
 
     def __init__(self, sample_rate: int, echo_cancellation: bool = True,
                  noise_suppression: bool = False) -> None:
@@ -70,15 +84,23 @@ class WebRtcProcessing:
                               'or set [audio] echo_cancel = "off" (a headset) and '
                               'noise_suppression = "off"') from None
 
+        def module() -> Any:
+            return AudioProcessingModule(echo_cancellation=echo_cancellation,
+                                         high_pass_filter=True,
+                                         noise_suppression=noise_suppression)
+
         self._frame_type: Any = AudioFrame
-        self._apm = AudioProcessingModule(echo_cancellation=echo_cancellation,
-                                          high_pass_filter=True,
-                                          noise_suppression=noise_suppression)
+        self._apm = module()
         self._echo_cancellation = echo_cancellation
+        self._twin: Any = module() if echo_cancellation else None
+        self.echo_path = EchoPathDetector(sample_rate) if echo_cancellation else None
         self.engines = {**({"echo_cancel": "webrtc-aec3"} if echo_cancellation else {}),
                         **({"noise_suppression": "webrtc-ns"} if noise_suppression else {})}
         self.sample_rate = sample_rate
         self._step = int(sample_rate * APM_FRAME_SECONDS)
+        self._silence = bytes(2 * self._step)
+        self._passing = False  # the twin's output is used
+        self._fade_in = np.linspace(0.0, 1.0, self._step, endpoint=False)
         self._near = bytearray()
         self._far = bytearray()
         self._out = bytearray(2 * self._step)  # the fixed lag: one frame of silence first
@@ -92,17 +114,39 @@ class WebRtcProcessing:
             self._far.extend(far)
         size = 2 * self._step
         while len(self._near) >= size:
-            if self._echo_cancellation:
-                self._apm.process_reverse_stream(self._frame_type(
-                    bytes(self._far[:size]), self.sample_rate, 1, self._step))
-                del self._far[:size]
-            stream = self._frame_type(bytes(self._near[:size]), self.sample_rate, 1, self._step)
+            near_frame = bytes(self._near[:size])
             del self._near[:size]
-            self._apm.process_stream(stream)
-            self._out.extend(bytes(stream.data))
+            if self._echo_cancellation:
+                far_frame = bytes(self._far[:size])
+                del self._far[:size]
+                self._out.extend(self._cancel(near_frame, far_frame))
+            else:
+                self._out.extend(self._run(self._apm, near_frame))
         out = bytes(self._out[:len(near)])
         del self._out[:len(near)]
         return out
+
+    def _run(self, apm: Any, near: bytes, far: bytes | None = None) -> bytes:
+        if far is not None:
+            apm.process_reverse_stream(self._frame_type(far, self.sample_rate, 1, self._step))
+        stream = self._frame_type(near, self.sample_rate, 1, self._step)
+        apm.process_stream(stream)
+        return bytes(stream.data)
+
+    def _cancel(self, near: bytes, far: bytes) -> bytes:
+        assert self.echo_path is not None
+        cleaned = self._run(self._apm, near, far)
+        passed = self._run(self._twin, near, self._silence)
+        self.echo_path.push(near, far)
+        passing = self.echo_path.state is EchoPath.NONE
+        if passing == self._passing:
+            return passed if passing else cleaned
+        self._passing = passing
+        old, new = (cleaned, passed) if passing else (passed, cleaned)
+        old_samples = np.frombuffer(old, dtype=np.int16).astype(np.float64)
+        new_samples = np.frombuffer(new, dtype=np.int16).astype(np.float64)
+        mixed = old_samples + (new_samples - old_samples) * self._fade_in
+        return bytes(np.round(mixed).astype(np.int16).tobytes())
 
 
 class PlayedReference:
