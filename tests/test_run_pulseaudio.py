@@ -265,3 +265,49 @@ def _report(agent: subprocess.Popen[str], out: _Lines) -> str:
         agent.wait(20)
     stderr = agent.stderr.read() if agent.stderr else ""
     return "\n".join(out.lines) + "\n--- stderr ---\n" + stderr[-3000:]
+
+
+def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
+        pulse_audio: pulse.PulseServer, tmp_path: Path) -> None:
+    """The microphone hears the speaker through PulseAudio (a loopback 40 ms late, 6 dB down:
+    a kiosk), so what the canceller gets is what a real device clock gives. The agent's own
+    voice never cuts its reply; "Wait, stop." over it does, and is heard."""
+    module = pulse_audio.echo_path(gain=0.5, latency_ms=40)
+    config = write_scripted_config(tmp_path, (LONG_REPLY, "Okay."))
+    question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
+    stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
+    record = tmp_path / "session.json"
+    agent = subprocess.Popen(
+        [*_edge_agent(), "--config", str(config), "run", "--duration", "60", "--json",
+         str(record)],
+        env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    out = _Lines(agent.stdout)
+    try:
+        assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=60), out.lines
+        assert pulse_audio.play(question).wait(30) == 0
+        assert out.wait_for(r"agent heard", 15), out.lines
+        time.sleep(4.0)  # the reply plays into the microphone meanwhile
+        assert not out.wait_for(r"agent was cut", 0), _report(agent, out)
+        assert pulse_audio.play(stop_it).wait(30) == 0
+        assert out.wait_for(r"agent was cut", 10), _report(agent, out)
+        assert out.wait_for(r"(?i)agent heard +: wait", 10), _report(agent, out)
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(20)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+        out.join()
+        pulse_audio.pactl("unload-module", module)
+    stderr = agent.stderr.read() if agent.stderr else ""
+    assert agent.returncode == 0, stderr[-3000:]
+    data = json.loads(record.read_text(encoding="utf-8"))
+    assert data["engines"].get("echo_cancel") == "webrtc-aec3", data["engines"]
+    assert [e["type"] for e in data["events"]].count("BargeIn") == 1, data["events"]
+    unit = data["units"][0]
+    assert unit["generated"] == LONG_REPLY and unit["interrupted"]
+    assert unit["heard"] and LONG_REPLY.startswith(unit["heard"])
+    users = [t["text"] for t in data["turns"] if t["role"] == "user"]
+    assert len(users) == 2 and normalize(users[1])[0] == "wait", users

@@ -16,6 +16,9 @@ Devices:
              stall 1–2 s).
 - `usbmic`, `usbspeaker` (with `hotplug=True`) devices that tests unplug and plug back
              (`unplug`/`plug`), reached through the ALSA PCMs of the same names: see `_HOTPLUG`.
+- an echo path (`echo_path(gain, latency_ms)`): a `module-loopback` from `speaker.monitor` into
+             `micsink`, so the microphone hears the agent as a kiosk's does, late and quieter
+             (a real clock path, with its jitter, not the simulator's room).
 - `tap`      (with `tap=True`) a stereo 16 kHz null sink: the microphone's audio on the left,
              the speaker's on the right, through two identical loopbacks, so both sides of a
              conversation are recorded on one clock (`record_tap()`). Measured: a click reaching
@@ -34,6 +37,7 @@ server's default sink/source as its default devices.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -185,6 +189,20 @@ class PulseServer:
         """Load a module that `unplug` returned: the device is back, under the same name."""
         name, args = module
         self.pactl("load-module", name, *args.split())
+
+    def echo_path(self, gain: float, latency_ms: int = 40) -> str:
+        """Let the microphone hear the speaker, as a kiosk's does: a loopback from the speaker's
+        monitor into the microphone's sink, `latency_ms` late, at `gain` (linear amplitude).
+        Returns the module's index (`pactl unload-module` takes the path away)."""
+        module = self.pactl("load-module", "module-loopback", "source=speaker.monitor",
+                            "sink=micsink", f"latency_msec={latency_ms}").strip()
+        for block in self.pactl("list", "sink-inputs").split("\n\n"):
+            lines = [line.strip() for line in block.splitlines()]
+            if lines and f"Owner Module: {module}" in lines:
+                stream = lines[0].split("#", 1)[1]
+                self.pactl("set-sink-input-volume", stream, f"{20 * math.log10(gain):.2f}dB")
+                return module
+        raise RuntimeError(f"the echo loopback (module {module}) has no sink input")
 
     def _owner_module(self, kind: str, index: str) -> str:
         key = "Sink #" if kind == "sinks" else "Source #"
