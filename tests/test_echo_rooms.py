@@ -1,6 +1,7 @@
 """Real rooms: the agent's own voice in the microphone through a room (delay, reverberation, a
 small speaker's clipping), cancelled with the samples it played. Interruptions over the
-loudspeaker are taken and their words heard; the agent never interrupts itself."""
+loudspeaker are taken and their words heard; the agent never interrupts itself. People talking
+nearby neither keep the caller's turn open nor open turns of their own (the talker gate)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from edge_agent.bench.wer import normalize
+from edge_agent.bench.wer import normalize, word_errors
 from edge_agent.config import Config
 from edge_agent.config_file import parse_config
 
@@ -128,3 +129,43 @@ barge_in_after = 1.5
     # Before: WebRTC swallowed it, the reply played on as if nothing was said.
     heard = _types(record, "Backchannel") + _types(record, "BargeIn")
     assert len(heard) == 1, printed
+
+
+TALKERS = """
+[[talker]]
+say = ["The weather was lovely all week and we walked by the river every morning.",
+       "She said the train would be late again, so we took the bus instead."]
+level_db = -10
+[[talker]]
+say = ["Another coffee please, and could we get the bill when you have a moment?",
+       "Do you remember the little hotel by the harbour?"]
+level_db = -10
+start = 1.3
+"""
+"""Two people chatting nearby, each 10 dB under the caller, from the start of the call."""
+
+
+async def test_with_people_talking_nearby_each_line_of_the_caller_is_its_own_turn(
+        tmp_path: Path) -> None:
+    said = ["What time do you open tomorrow?", "Is there parking near the restaurant?"]
+    record = await _call(tmp_path, _call_text(
+        0.0, ["Sure.", "Yes.", "Okay."],
+        _caller(said[0], "at = 1.0") + _caller(said[1], "after_agent_done = true\npause = 1.5"),
+        room=TALKERS), '[audio]\ntalker_gate = "level"\n')
+    printed = "\n".join(record["printed"])
+    users = [t["text"] for t in record["turns"] if t["role"] == "user"]
+    # Before: the first turn never ended while they talked, and held their sentences.
+    assert len(users) == 2, printed
+    for line, heard in zip(said, users, strict=True):
+        assert len(normalize(heard)) <= len(normalize(line)) + 2, printed
+        assert word_errors(line, heard)[0] <= 3, printed
+
+
+async def test_people_talking_nearby_for_a_minute_open_no_turn(tmp_path: Path) -> None:
+    """A kiosk whose callers are far louder than its room: `talker_floor_db` between the two."""
+    record = await _call(tmp_path, _call_text(
+        0.0, ["Hello, how can I help?", "Sure."], _caller("Hello, is anyone there?", "at = 60.0"),
+        room=TALKERS), '[audio]\ntalker_gate = "level"\ntalker_floor_db = -21\n')
+    printed = "\n".join(record["printed"])
+    users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
+    assert len(users) == 1 and "anyone" in users[0], printed

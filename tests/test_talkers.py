@@ -120,14 +120,37 @@ def test_the_gate_learns_the_near_talker_and_keeps_quieter_ones_out() -> None:
     gate = LevelGate(GateSettings(), RATE)
     assert all(_through(gate, _tone(1.0, -30.0), speaking=False))  # nobody known: all pass
     assert gate.near_level_db is None
+    assert gate.room_level_db is not None and abs(gate.room_level_db - (-30.0)) < 0.5
     assert all(_through(gate, _tone(1.0, -15.0), speaking=True))
     assert gate.near_level_db is not None and abs(gate.near_level_db - (-15.0)) < 0.5
+    # 6 dB under the near talker, or 6 dB over the room: whichever is lower.
+    assert abs(gate.threshold_db - (-24.0)) < 0.5
     behind = _through(gate, _tone(2.0, -25.0), speaking=False)
-    # The smoothed level takes ~0.35 s to fall 6 dB, then the gate holds 0.15 s more.
+    # The smoothed level takes ~0.5 s to fall to the threshold, then the gate holds 0.15 s.
     shut = behind.index(False)
-    assert 0.4 <= shut * FRAME / RATE <= 0.6 and not any(behind[shut:])
+    assert 0.5 <= shut * FRAME / RATE <= 0.8 and not any(behind[shut:])
     gate.forget()  # the next session's caller may be quieter
     assert all(_through(gate, _tone(1.0, -25.0), speaking=False))
+
+
+def test_in_a_quiet_room_the_callers_quiet_words_pass() -> None:
+    gate = LevelGate(GateSettings(), RATE)
+    _through(gate, _tone(1.0, -70.0), speaking=False)  # a quiet room
+    _through(gate, _tone(1.0, -15.0), speaking=True)  # the caller's stressed syllables
+    quiet_words = _through(gate, _tone(1.0, -30.0), speaking=True)  # 15 dB under them
+    assert all(quiet_words)
+
+
+def test_a_nearer_talker_taking_over_an_utterance_is_told_once() -> None:
+    gate = LevelGate(GateSettings(), RATE)
+    _through(gate, _tone(1.0, -27.0), speaking=True)  # a bystander opened the utterance
+    assert not gate.took_over()
+    taken = []
+    for start in range(0, RATE, FRAME):  # the caller, 12 dB louder, in the same utterance
+        frame = np.round(_tone(1.0, -15.0)[start:start + FRAME]).astype(np.int16).tobytes()
+        gate.admit(frame, True)
+        taken.append(gate.took_over())
+    assert taken.count(True) == 1 and taken.index(True) * FRAME / RATE < 0.5
 
 
 def test_a_burst_does_not_open_the_gate_but_a_vowel_does() -> None:

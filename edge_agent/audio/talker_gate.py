@@ -60,6 +60,9 @@ SILENT_DB = -120.0
 """The level of a frame of digital silence (log of zero)."""
 RISE = 0.25
 """Share of the way the near level moves toward a louder speech frame (a few frames reach it)."""
+ROOM_AVERAGE_S = 2.0
+"""Time constant of the room's level: the average over the last seconds of what was heard
+outside utterances (bystanders' talk, a fan, the agent's echo left by the canceller)."""
 FALL = 0.003
 """Share of the way it moves toward a quieter speech frame that passed (~10 % a second): it
 follows the near talker's loud syllables, not the valleys between them, and a bystander who
@@ -78,6 +81,11 @@ class TalkerGate(Protocol):
 
     def forget(self) -> None:
         """The session ended: the next person at the kiosk may speak at another level."""
+        ...
+
+    def took_over(self) -> bool:
+        """True once, at the frame where a nearer talker began in the current utterance: what
+        it held before was someone else's (the loop hears the utterance again from there)."""
         ...
 
 
@@ -126,21 +134,42 @@ class LevelGate:
         """The near talker's level (dBFS); None until someone spoke in this session."""
         self._quiet_for = self._hold_samples + 1
         """Samples since the last frame at or above the threshold."""
+        self._started_at_db: float | None = None
+        """The near level when the current utterance began (None: not in one, or nobody
+        known yet when it began)."""
+        self._speaking = False
+        self._taken_over = False
+        self.room_level_db: float | None = None
+        """The room's level without the near talker (a slow average of the smoothed level of
+        what is not theirs); None before it was heard."""
+        self._room_share = 1 - math.exp(-1 / (ROOM_AVERAGE_S * sample_rate))
+        """Per sample: how far the room's level moves toward the level heard."""
 
     @property
     def threshold_db(self) -> float:
-        """The level a frame needs to open the gate now."""
-        floor = self._settings.floor_db
+        """The level a frame needs to open the gate now: `margin_db` under the near talker,
+        but never more than `margin_db` over the room (a quiet room mutes nothing of the
+        caller's quietest words), and never under the floor."""
+        floor, margin = self._settings.floor_db, self._settings.margin_db
         if self.near_level_db is None:
             return floor
-        return max(floor, self.near_level_db - self._settings.margin_db)
+        below_near = self.near_level_db - margin
+        if self.room_level_db is not None:
+            below_near = min(below_near, self.room_level_db + margin)
+        return max(floor, below_near)
 
     def admit(self, frame: bytes, speaking: bool) -> bytes:
+        if speaking != self._speaking:
+            self._speaking = speaking
+            self._started_at_db = self.near_level_db if speaking else None
         level = self._smoothed_level(frame)
+        if self._of_the_room(level, speaking):
+            self._hear_room(level, len(frame) // 2)
         if level >= self.threshold_db:
             self._quiet_for = 0
             if speaking:
                 self._learn(level)
+                self._note_takeover()
         else:
             self._quiet_for += len(frame) // 2
         if self._quiet_for <= self._hold_samples:
@@ -150,6 +179,35 @@ class LevelGate:
 
     def forget(self) -> None:
         self.near_level_db = None
+
+    def took_over(self) -> bool:
+        taken, self._taken_over = self._taken_over, False
+        return taken
+
+    def _of_the_room(self, level: float, speaking: bool) -> bool:
+        """Whether a frame is the room's: outside utterances while nobody is known, else
+        anything well under the near talker (their quietest words count too, briefly: a dB
+        average over seconds barely moves for them)."""
+        if self.near_level_db is None:
+            return not speaking
+        return level < self.near_level_db - self._settings.margin_db
+
+    def _hear_room(self, level: float, samples: int) -> None:
+        room = self.room_level_db
+        if room is None:
+            self.room_level_db = level
+            return
+        self.room_level_db = room + (1 - (1 - self._room_share) ** samples) * (level - room)
+
+    def _note_takeover(self) -> None:
+        """A nearer talker: the near level rose by the margin within one utterance (the first
+        one of a session starts from the first level heard in it)."""
+        assert self.near_level_db is not None
+        if self._started_at_db is None:
+            self._started_at_db = self.near_level_db
+        elif self.near_level_db - self._started_at_db >= self._settings.margin_db:
+            self._taken_over = True
+            self._started_at_db = self.near_level_db
 
     def _smoothed_level(self, frame: bytes) -> float:
         power = frame_power(frame)

@@ -55,6 +55,11 @@ from edge_agent.owner import Owner, OwnerThread
 __all__ = ["Conversation", "ConversationSettings", "Engines"]
 
 
+TAKEOVER_LOOKBACK_MS = 640
+"""How far back the recognizer hears again when the talker gate finds a nearer talker inside
+an utterance: the gate learns their level over a few hundred ms (a 190 ms smoothed level), so
+their first word began about that long before."""
+
 @dataclass
 class _Utterance:
     """One stretch of user speech, from its onset until the loop ends it."""
@@ -183,7 +188,11 @@ class Conversation:
         mic, stt = self._mic, self._engines.stt
         frame_ms = 1000 * mic.frame_samples / mic.sample_rate
         segmenter = SpeechSegmenter(self._settings.segmenter, frame_ms)
-        preroll: deque[bytes] = deque(maxlen=max(1, round(self._settings.preroll_ms / frame_ms)))
+        preroll_frames = max(1, round(self._settings.preroll_ms / frame_ms))
+        # The last frames as they came: the pre-roll of an onset, and the start of a nearer
+        # talker's words when the gate finds them under someone else's.
+        recent: deque[bytes] = deque(maxlen=max(preroll_frames,
+                                                round(TAKEOVER_LOOKBACK_MS / frame_ms)))
         frames_seen = 0
         last_activity = 0.0
         utterance: _Utterance | None = None
@@ -197,7 +206,7 @@ class Conversation:
             frames_seen += 1
             # The onset's run-up is heard as it came: a phrase's first sounds are quieter
             # than the syllable that opens the gate.
-            preroll.append(frame)
+            recent.append(frame)
             if self._gate is not None:  # before anything hears it: VAD, recognizer, kept audio
                 frame = self._gate.admit(frame, segmenter.in_speech)
             started = segmenter.push(self._engines.vad.speech_probability(frame))
@@ -211,7 +220,7 @@ class Conversation:
                 self.memory.stop_background.set()  # a summary in progress yields the model
                 onset = audio_time - segmenter.speech_ms / 1000
                 self._log.publish(UserSpeechStarted(onset))
-                heard = b"".join(preroll)
+                heard = b"".join(list(recent)[-preroll_frames:])
                 if self._caller_audio is not None:
                     self._caller_audio.caller_begins(heard)
                 await self._stt_thread.call(stt.begin)
@@ -225,6 +234,11 @@ class Conversation:
             if utterance is None:
                 continue
             await self._hear(utterance, frame, segmenter.silence_ms)
+            if (self._gate is not None and self._gate.took_over()
+                    and utterance.overlap is None and utterance.words is None):
+                # What came before the nearer talker was someone else in the room.
+                await self._stt_thread.call(stt.begin)
+                await self._stt_thread.call(stt.feed, b"".join(recent))
             overlap = utterance.overlap
             if (overlap is not None and not overlap.decided and self.replying
                     and await self._interrupts(overlap, segmenter.speech_ms)):
