@@ -39,15 +39,16 @@ class AudioConfig:
     very loud room, ~6 dB below the caller's voice) or "off"."""
     talker_gate: str = "off"
     """Keep other people's voices out by level: "level" (speech well below the person at the
-    kiosk is someone else in the room; for a room where bystanders talk all the time: it costs
-    some of a caller's quiet words, see `edge_agent.audio.talker_gate`) or "off"."""
+    kiosk is someone else in the room: it opens no turn and does not keep one open; see
+    `edge_agent.audio.talker_gate`) or "off" (measured on a synthetic caller only so far)."""
     talker_margin_db: float = 6.0
-    """How far below the near talker's level speech still counts as theirs (dB): 6 keeps out
-    two talkers 10 dB down; 10 keeps a caller's quiet words but not those talkers."""
+    """How far below the near talker's level speech still counts as theirs (dB), and how far
+    above the room's it must be: 6 keeps out two talkers 10 dB down; at 8 their loudest
+    moments came through."""
     talker_floor_db: float = -60.0
-    """Speech quieter than this (dBFS, per 32 ms frame) is never the caller: set it a few dB
-    under your callers' quietest speech where the room is much quieter than they are (then
-    background speech alone opens no turn); -60 lets everything speech-like through."""
+    """Speech quieter than this (dBFS, 190 ms smoothed) is never the caller: set between the
+    room's talk and your callers' speech where callers are always far louder than the room
+    (then background speech alone opens no turn); -60 lets everything speech-like through."""
 
 
 @dataclass(frozen=True)

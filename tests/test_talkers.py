@@ -5,6 +5,7 @@ microphone among the steady noise; and the gate that keeps them out of turns."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from edge_agent.audio.room import RoomTalk
 from edge_agent.audio.talker_gate import GateSettings, LevelGate, frame_power, level_db
 from edge_agent.audio.virtual import VirtualMicrophone
 from edge_agent.clock import VirtualClock
+from edge_agent.config import AudioConfig
 from edge_agent.demo.callfile import parse_call
 from edge_agent.demo.talkers import Talker, active_level, room_talk
 from edge_agent.errors import ConfigError
@@ -21,6 +23,9 @@ from tests.fakes import FakeSpeech
 RATE = 16000
 FRAME = 512
 CALLER = '[[caller]]\nsay = "Hello there."\nat = 0.5\n'
+SETTINGS = GateSettings(floor_db=AudioConfig().talker_floor_db,
+                        margin_db=AudioConfig().talker_margin_db)
+"""The gate as the config's defaults make it."""
 
 
 def _tone(seconds: float, dbfs: float, hz: float = 220.0) -> np.ndarray:
@@ -117,7 +122,7 @@ def _through(gate: LevelGate, signal: np.ndarray, speaking: bool) -> list[bool]:
 
 
 def test_the_gate_learns_the_near_talker_and_keeps_quieter_ones_out() -> None:
-    gate = LevelGate(GateSettings(), RATE)
+    gate = LevelGate(SETTINGS, RATE)
     assert all(_through(gate, _tone(1.0, -30.0), speaking=False))  # nobody known: all pass
     assert gate.near_level_db is None
     assert gate.room_level_db is not None and abs(gate.room_level_db - (-30.0)) < 0.5
@@ -134,7 +139,7 @@ def test_the_gate_learns_the_near_talker_and_keeps_quieter_ones_out() -> None:
 
 
 def test_in_a_quiet_room_the_callers_quiet_words_pass() -> None:
-    gate = LevelGate(GateSettings(), RATE)
+    gate = LevelGate(SETTINGS, RATE)
     _through(gate, _tone(1.0, -70.0), speaking=False)  # a quiet room
     _through(gate, _tone(1.0, -15.0), speaking=True)  # the caller's stressed syllables
     quiet_words = _through(gate, _tone(1.0, -30.0), speaking=True)  # 15 dB under them
@@ -142,7 +147,7 @@ def test_in_a_quiet_room_the_callers_quiet_words_pass() -> None:
 
 
 def test_a_nearer_talker_taking_over_an_utterance_is_told_once() -> None:
-    gate = LevelGate(GateSettings(), RATE)
+    gate = LevelGate(SETTINGS, RATE)
     _through(gate, _tone(1.0, -27.0), speaking=True)  # a bystander opened the utterance
     assert not gate.took_over()
     taken = []
@@ -154,7 +159,7 @@ def test_a_nearer_talker_taking_over_an_utterance_is_told_once() -> None:
 
 
 def test_a_burst_does_not_open_the_gate_but_a_vowel_does() -> None:
-    gate = LevelGate(GateSettings(), RATE)
+    gate = LevelGate(SETTINGS, RATE)
     _through(gate, _tone(1.0, -15.0), speaking=True)
     _through(gate, _tone(2.0, -30.0), speaking=False)  # shut
     burst = np.concatenate([_tone(FRAME / RATE, -15.0), _tone(0.5, -30.0)])
@@ -164,7 +169,7 @@ def test_a_burst_does_not_open_the_gate_but_a_vowel_does() -> None:
 
 
 def test_the_floor_keeps_quiet_speech_out_before_anyone_spoke() -> None:
-    gate = LevelGate(GateSettings(floor_db=-24.0), RATE)
+    gate = LevelGate(dataclasses.replace(SETTINGS, floor_db=-24.0), RATE)
     assert not any(_through(gate, _tone(1.0, -30.0), speaking=False))
     closed = np.round(_tone(FRAME / RATE, -30.0)).astype(np.int16).tobytes()
     assert level_db(frame_power(gate.admit(closed, False))) < -30.0 - 39.0
