@@ -4,12 +4,14 @@ subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -201,6 +203,31 @@ def test_run_without_audio_device_fails_cleanly(tmp_path: Path) -> None:
 
 
 
+@contextlib.contextmanager
+def _agent_running(pulse_audio: pulse.PulseServer, config: Path, tmp_path: Path,
+                   *args: str) -> Iterator[tuple[subprocess.Popen[str], _Lines]]:
+    """`edge-agent run` (60 s at most) with `args`, once its microphone is open; stopped
+    (SIGTERM: it writes its record) at the end, and it must have exited 0."""
+    agent = subprocess.Popen(
+        [*_edge_agent(), "--config", str(config), "run", "--duration", "60", *args],
+        env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    out = _Lines(agent.stdout)
+    try:
+        assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=60), out.lines
+        yield agent, out
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(20)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+        out.join()
+    stderr = agent.stderr.read() if agent.stderr else ""
+    assert agent.returncode == 0, stderr[-3000:]
+
+
 LONG_REPLY = ("We open at nine in the morning and close at eleven at night. The kitchen takes the "
               "last orders at half past ten, and on weekends we serve brunch from ten until three.")
 
@@ -214,14 +241,8 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     okay = _caller_wav(tmp_path / "okay.wav", "Okay.", 0.2)
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
     record = tmp_path / "session.json"
-    agent = subprocess.Popen(
-        [*_edge_agent(), "--config", str(config), "run", "--duration", "60", "--json",
-         str(record), "--audio-dir", str(tmp_path / "units")],
-        env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    out = _Lines(agent.stdout)
-    try:
-        assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=60), out.lines
+    with _agent_running(pulse_audio, config, tmp_path, "--json", str(record), "--audio-dir",
+                        str(tmp_path / "units")) as (agent, out):
         assert pulse_audio.play(question).wait(30) == 0
         assert out.wait_for(r"agent heard", 15), out.lines
         time.sleep(2.0)  # the reply is playing
@@ -231,16 +252,6 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
         assert pulse_audio.play(stop_it).wait(30) == 0
         assert out.wait_for(r"agent was cut", 10), _report(agent, out)
         assert out.wait_for(r"(?i)agent heard +: wait", 10), _report(agent, out)
-    finally:
-        agent.terminate()
-        try:
-            agent.wait(20)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
-        out.join()
-    stderr = agent.stderr.read() if agent.stderr else ""
-    assert agent.returncode == 0, stderr[-3000:]
     data = json.loads(record.read_text(encoding="utf-8"))
     # The canceller ran ("auto" on a live device), and let "okay" through: the rig's
     # microphone never hears its speaker.
@@ -277,32 +288,17 @@ def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
     question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
     record = tmp_path / "session.json"
-    agent = subprocess.Popen(
-        [*_edge_agent(), "--config", str(config), "run", "--duration", "60", "--json",
-         str(record)],
-        env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    out = _Lines(agent.stdout)
     try:
-        assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=60), out.lines
-        assert pulse_audio.play(question).wait(30) == 0
-        assert out.wait_for(r"agent heard", 15), out.lines
-        time.sleep(4.0)  # the reply plays into the microphone meanwhile
-        assert not out.wait_for(r"agent was cut", 0), _report(agent, out)
-        assert pulse_audio.play(stop_it).wait(30) == 0
-        assert out.wait_for(r"agent was cut", 10), _report(agent, out)
-        assert out.wait_for(r"(?i)agent heard +: wait", 10), _report(agent, out)
+        with _agent_running(pulse_audio, config, tmp_path, "--json", str(record)) as (agent, out):
+            assert pulse_audio.play(question).wait(30) == 0
+            assert out.wait_for(r"agent heard", 15), out.lines
+            time.sleep(4.0)  # the reply plays into the microphone meanwhile
+            assert not out.wait_for(r"agent was cut", 0), _report(agent, out)
+            assert pulse_audio.play(stop_it).wait(30) == 0
+            assert out.wait_for(r"agent was cut", 10), _report(agent, out)
+            assert out.wait_for(r"(?i)agent heard +: wait", 10), _report(agent, out)
     finally:
-        agent.terminate()
-        try:
-            agent.wait(20)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
-        out.join()
         pulse_audio.pactl("unload-module", module)
-    stderr = agent.stderr.read() if agent.stderr else ""
-    assert agent.returncode == 0, stderr[-3000:]
     data = json.loads(record.read_text(encoding="utf-8"))
     assert data["engines"].get("echo_cancel") == "webrtc-aec3", data["engines"]
     assert [e["type"] for e in data["events"]].count("BargeIn") == 1, data["events"]

@@ -192,13 +192,7 @@ def _talkers(tables: Any, source: str) -> tuple[Talker, ...]:
 
 
 def _talker(table: Any, source: str, key: str) -> Talker:
-    if not isinstance(table, dict):
-        raise ConfigError(source, key, "must be a table ([[talker]])")
-    allowed = {"say", "voice", *_TALKER_KEYS}
-    extra = set(table) - allowed
-    if extra:
-        raise ConfigError(source, f"{key}.{sorted(extra)[0]}",
-                          f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    _check_table(table, source, key, "talker", {"say", "voice", *_TALKER_KEYS})
     said = table.get("say")
     sentences = [said] if isinstance(said, str) else said
     if not isinstance(sentences, list) or not sentences:
@@ -243,14 +237,18 @@ def _room(table: Any, echo_gain: float, source: str) -> Room:
     return Room(echo_gain=echo_gain, **values)
 
 
-def _line(entry: Any, source: str, key: str) -> CallerLine:
-    if not isinstance(entry, dict):
-        raise ConfigError(source, key, "must be a table ([[caller]])")
-    allowed = {"say", "pause", *_TRIGGERS}
-    extra = set(entry) - allowed
+def _check_table(table: Any, source: str, key: str, kind: str, allowed: set[str]) -> None:
+    """`table` is one [[kind]] entry holding only `allowed` keys."""
+    if not isinstance(table, dict):
+        raise ConfigError(source, key, f"must be a table ([[{kind}]])")
+    extra = set(table) - allowed
     if extra:
         raise ConfigError(source, f"{key}.{sorted(extra)[0]}",
                           f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def _line(entry: Any, source: str, key: str) -> CallerLine:
+    _check_table(entry, source, key, "caller", {"say", "pause", *_TRIGGERS})
     say = check_value(str, entry.get("say", ""), source, f"{key}.say", text=_SAID)
     if len(say) > MAX_SAY_CHARS:
         raise ConfigError(source, f"{key}.say", f"{len(say)} characters; a caller line holds at "
