@@ -8,6 +8,7 @@ import random
 import numpy as np
 
 from edge_agent.audio.played_reference import (
+    RESTART_S,
     RESYNC_S,
     CaptureClock,
     PlayedReference,
@@ -127,20 +128,41 @@ async def test_a_pause_a_resume_and_an_interrupt_are_silence_at_their_times() ->
     timeline.check(mic.stream())
 
 
-def test_the_capture_clock_holds_steady_through_the_loops_jitter_and_follows_a_restart() -> None:
+def test_the_capture_clock_holds_steady_through_the_loops_jitter_and_stalls() -> None:
     rng = random.Random(4)
     capture = CaptureClock(RATE)
     captured = 0
     ends = []
-    for _ in range(2000):  # a minute, each frame taken 0-1.5 ms late, some 0.1-0.3 s late
-        captured += 1
-        late = rng.uniform(0.1, 0.3) if rng.random() < 0.05 else rng.uniform(0, 0.0015)
-        ends.append(capture.frame_end(FRAME, captured * FRAME_S + late) - captured * FRAME_S)
+
+    def take(at: float) -> None:
+        ends.append(capture.frame_end(FRAME, at) - captured * FRAME_S)
+
+    for second in range(60):  # each frame taken 0-1.5 ms late, some 0.1-0.3 s late
+        for _ in range(round(1 / FRAME_S)):
+            captured += 1
+            late = rng.uniform(0.1, 0.3) if rng.random() < 0.05 else rng.uniform(0, 0.0015)
+            take(captured * FRAME_S + late)
+        if second == 30:  # the loop stuck for 0.6 s, then catching up 5 ms a frame
+            stuck_until = captured * FRAME_S + 0.6
+            for behind in range(round(0.6 / FRAME_S) + 1):
+                captured += 1
+                take(max(captured * FRAME_S, stuck_until + 0.005 * behind))
     # The first frame was taken a little late; after it, the clock never moves (a shift of
     # the reference is a new echo path to the canceller).
     assert max(ends) - min(ends) < 1e-9 and 0 <= ends[0] <= RESYNC_S
-    # The microphone stops for 2 s and comes back: its frames are 2 s later than they count.
-    for _ in range(50):
+
+
+def test_the_capture_clock_follows_a_microphone_that_restarted() -> None:
+    rng = random.Random(5)
+    capture = CaptureClock(RATE)
+    captured = 0
+    for _ in range(300):
         captured += 1
-        end = capture.frame_end(FRAME, 2.0 + captured * FRAME_S + rng.uniform(0, 0.0015))
-    assert 2.0 <= end - captured * FRAME_S <= 2.0 + RESYNC_S
+        capture.frame_end(FRAME, captured * FRAME_S + rng.uniform(0, 0.0015))
+    # The microphone stops for 2 s and comes back: its frames are 2 s later than they count.
+    ends = []
+    for _ in range(round(RESTART_S / FRAME_S) + 10):
+        captured += 1
+        now = 2.0 + captured * FRAME_S + rng.uniform(0, 0.0015)
+        ends.append(capture.frame_end(FRAME, now) - captured * FRAME_S)
+    assert 2.0 <= ends[-1] <= 2.0 + RESYNC_S

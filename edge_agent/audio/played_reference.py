@@ -28,8 +28,14 @@ from edge_agent.audio.pcm import StreamResampler
 from edge_agent.clock import Clock
 
 MAX_LATE_S = 0.5
-"""A frame taken this much later than the capture clock says means the clocks parted (the
-microphone restarted, or the loop was stuck): the capture clock starts again from it."""
+"""Every frame of RESTART_S taken this much later than the capture clock says: the microphone
+stopped and started again (its samples count on from where they were), and the capture clock
+starts again from them."""
+RESTART_S = 2.0
+"""How long every frame must be late for a restart. A loop stuck for a moment is not one: its
+frames come late and bunched, then on time again (measured: 0.6 s stuck while it transcribed
+an interruption; taking that for a restart shifted the reference, and the next reply's echo
+came through at -28 dBFS)."""
 CAPTURE_WINDOW_S = 30.0
 """The capture clock is the least late frame of this long: long enough to hold frames taken on
 time, short enough to follow the drift between the microphone's clock and the system's."""
@@ -63,25 +69,45 @@ class CaptureClock:
         self._samples = 0
         self._offset: float | None = None
         """Clock time the microphone's first sample began to be captured, as used."""
-        # (taken at, offset) with rising offsets: the least late of the window in front.
-        self._lows: deque[tuple[float, float]] = deque()
+        self._window = _LeastLate(CAPTURE_WINDOW_S)
+        self._recent = _LeastLate(RESTART_S)
 
     def frame_end(self, samples: int, now: float) -> float:
         """The clock time the microphone captured the last of its next `samples`, taken at
         `now`."""
         self._samples += samples
         offset = now - self._samples / self._rate
-        if self._lows and offset - self._lows[0][1] > MAX_LATE_S:
-            self._lows.clear()
-        while self._lows and self._lows[-1][1] >= offset:
-            self._lows.pop()
-        self._lows.append((now, offset))
-        while self._lows[0][0] < now - CAPTURE_WINDOW_S:
-            self._lows.popleft()
-        least_late = self._lows[0][1]
+        least_late = self._window.add(now, offset)
+        recent = self._recent.add(now, offset)
+        if self._offset is not None and recent - self._offset > MAX_LATE_S:
+            self._window = self._recent.copy(CAPTURE_WINDOW_S)
+            least_late = recent
         if self._offset is None or abs(least_late - self._offset) > RESYNC_S:
             self._offset = least_late
         return self._offset + self._samples / self._rate
+
+
+class _LeastLate:
+    """The least of the values added over the last `seconds` (a rising queue: the least in
+    front)."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._lows: deque[tuple[float, float]] = deque()
+
+    def add(self, now: float, value: float) -> float:
+        while self._lows and self._lows[-1][1] >= value:
+            self._lows.pop()
+        self._lows.append((now, value))
+        while self._lows[0][0] < now - self._seconds:
+            self._lows.popleft()
+        return self._lows[0][1]
+
+    def copy(self, seconds: float) -> _LeastLate:
+        """The same values, kept for `seconds`."""
+        other = _LeastLate(seconds)
+        other._lows = deque(self._lows)
+        return other
 
 
 class PlayedReference:
