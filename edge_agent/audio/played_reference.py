@@ -15,6 +15,10 @@ So both sides are put on the clock: `CaptureClock` tells when the microphone cap
 frame (frames are delivered as captured; the least late of the recent ones gives the capture
 clock), and the played audio is laid out at the times the speaker's cursor says it played (as
 one continuous stream with silence between, resampled to the microphone's rate without seams).
+Measured over the first 1.5 s of the replies after a barge-in (calls of 2-5 interruptions at
+echo 1.0; 100 ms windows): before, 12 of 194 windows over -50 dBFS in 4 calls (worst -19), the
+agent paused on its own echo in one call of four; after, none of 266 in 5 calls (worst -53),
+no pause.
 """
 
 from __future__ import annotations
@@ -41,10 +45,13 @@ CAPTURE_WINDOW_S = 30.0
 time, short enough to follow the drift between the microphone's clock and the system's."""
 RESYNC_S = 0.002
 """The capture clock holds still until the least late frame departs from it by more than this.
-WebRTC's canceller takes a shift of the reference of a quarter of a millisecond (4 samples at
-16 kHz) as a new echo path: the echo of the next reply's first half second came through at -40
-to -33 dBFS (measured, the room above). The least late frame drifts by that much (the loop's
-wake-ups): followed step by step, the reference shifted between replies."""
+WebRTC's canceller takes a shift of the reference by a fraction of a millisecond as a new echo
+path (measured on a recorded call in the room above: shifted by 2, 4 or 8 samples at 16 kHz
+between two replies, the next one's echo came through at -54, -49 and -37 dBFS, unshifted -83;
+in a call, a 0.4 ms shift let it through at -33). The least late frame moves by that much (the
+loop's wake-ups): followed step by step, the reference shifted between replies. The price: a
+microphone whose clock drifts against the system's (not measured here; 50 ppm is 2 ms in 40 s)
+moves the reference in 2 ms steps."""
 REFERENCE_LAG_S = 0.004
 """The reference is laid out this much behind the capture clock: audio played until the moment
 a frame is taken must be through the resampler (its look-ahead, 0.7 ms from 22050 Hz), may run
