@@ -1,5 +1,5 @@
-"""The echo canceller: WebRTC AEC3 on a simulated room, the played reference taken from the
-speaker's cursor, and `[audio] echo_cancel`."""
+"""The echo canceller: WebRTC AEC3 on a simulated room, and `[audio] echo_cancel` (the played
+reference it is fed: tests/test_played_reference.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from edge_agent.app import microphone_processing
-from edge_agent.audio.echo_cancel import PlayedReference, WebRtcProcessing
-from edge_agent.audio.recent import RecentAudio
+from edge_agent.audio.echo_cancel import WebRtcProcessing
 from edge_agent.audio.room import Room, RoomNoise
 from edge_agent.config import Config
 from edge_agent.config_file import parse_config
@@ -106,55 +105,6 @@ def test_without_echo_the_microphone_passes_at_its_level_18_ms_late() -> None:
     lags = range(0, 1000)
     best = max(lags, key=lambda lag: float(np.dot(out[RATE + lag:2 * RATE + lag], window)))
     assert abs(best - LAG) <= 16, best
-
-
-class PlayingSpeaker:
-    """A speaker whose cursor the test moves: `play(pcm)` plays it at once."""
-
-    sample_rate = 16000
-
-    def __init__(self) -> None:
-        self.played = 0
-        self._recent = RecentAudio(self.sample_rate)
-
-    def play(self, pcm: bytes) -> None:
-        self._recent.add(self.played, pcm)
-        self.played += len(pcm) // 2
-
-    def interrupt(self, keep: int) -> None:
-        self._recent.drop_from(keep)
-        self.played = keep
-
-    def played_frames(self) -> int:
-        return self.played
-
-    def played_audio(self, start: int, end: int) -> bytes:
-        return self._recent.get(start, end)
-
-
-def test_the_reference_is_what_played_and_silence_while_nothing_plays() -> None:
-    speaker = PlayingSpeaker()
-    reference = PlayedReference(speaker, 16000)  # type: ignore[arg-type]
-    assert reference.take(4) == bytes(8)
-    speaker.play(np.arange(1, 7, dtype=np.int16).tobytes())
-    first = np.frombuffer(reference.take(4), dtype=np.int16)
-    rest = np.frombuffer(reference.take(4), dtype=np.int16)
-    # Linear resampling at equal rates holds the last sample back until the next arrives.
-    assert list(first) == [1, 2, 3, 4] and list(rest[:1]) == [5] and not rest[2:].any()
-    speaker.interrupt(keep=3)  # frames from 3 on were never played
-    reference.take(1)  # the microphone's next frame comes before any new reply plays
-    speaker.play(np.full(4, 9, dtype=np.int16).tobytes())
-    assert 9 in np.frombuffer(reference.take(8), dtype=np.int16)
-
-
-def test_the_reference_never_falls_far_behind_the_microphone() -> None:
-    speaker = PlayingSpeaker()
-    reference = PlayedReference(speaker, 16000)  # type: ignore[arg-type]
-    speaker.play(np.ones(16000 * 3, dtype=np.int16).tobytes())  # a burst of 3 s at once
-    reference.take(1)
-    speaker.play(np.full(16000, 2, dtype=np.int16).tobytes())
-    held = np.frombuffer(reference.take(16000), dtype=np.int16)
-    assert 2 in held  # the oldest of the backlog was dropped, not the newest
 
 
 def test_echo_cancel_is_on_where_the_microphone_hears_the_speaker() -> None:

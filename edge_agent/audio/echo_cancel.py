@@ -5,7 +5,8 @@ A kiosk's loudspeaker and microphone share one box: without this, the microphone
 agent as loud as (or louder than) the caller, an interruption over the reply is judged to be the
 agent's own voice and the caller's words are lost with it. The agent knows what reached the
 device, sample for sample (the speaker's played cursor, the same one heard truth reads): that
-stream is the canceller's reference. Everything downstream of the microphone (VAD, recognizer,
+stream, laid out at the times it played (`edge_agent.audio.played_reference`), is the
+canceller's reference. Everything downstream of the microphone (VAD, recognizer,
 backchannel classifier, kept audio) gets the cleaned signal; telling echo by words and by sound
 stays as the safety net behind it.
 
@@ -36,15 +37,12 @@ import numpy as np
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.echo_path import EchoPath, EchoPathDetector
-from edge_agent.audio.pcm import StreamResampler
+from edge_agent.audio.played_reference import PlayedReference
+from edge_agent.clock import Clock
 from edge_agent.errors import EngineError
 
 APM_FRAME_SECONDS = 0.01
 """WebRTC's processing frame: 10 ms."""
-MAX_REFERENCE_BACKLOG_S = 0.5
-"""Most played audio held for the canceller beyond what the microphone has taken: the played
-cursor advances in bursts (one per device callback); more than this means the two clocks parted
-(a device restart), and the oldest is dropped so the reference follows the microphone again."""
 
 
 class MicrophoneProcessing(Protocol):
@@ -149,44 +147,16 @@ class WebRtcProcessing:
         return bytes(np.round(mixed).astype(np.int16).tobytes())
 
 
-class PlayedReference:
-    """What the speaker played, as a continuous stream at the microphone's rate: each call
-    takes as many samples as the microphone frame holds. Audio played since the last call is
-    appended (resampled); while nothing plays, silence is taken."""
-
-    def __init__(self, speaker: Speaker, mic_rate: int) -> None:
-        self._speaker = speaker
-        self._resampler = StreamResampler(speaker.sample_rate, mic_rate)
-        self._cursor = speaker.played_frames()
-        self._pending = bytearray()
-        self._backlog = 2 * int(MAX_REFERENCE_BACKLOG_S * mic_rate)
-
-    def take(self, samples: int) -> bytes:
-        played = self._speaker.played_frames()
-        if played < self._cursor:  # an interrupt dropped frames; later audio reuses them
-            self._cursor = played
-        if played > self._cursor:
-            self._pending.extend(self._resampler.push(
-                self._speaker.played_audio(self._cursor, played)))
-            self._cursor = played
-        if len(self._pending) > self._backlog:
-            del self._pending[:len(self._pending) - self._backlog]
-        size = 2 * samples
-        out = bytes(self._pending[:size])
-        del self._pending[:size]
-        return out + bytes(size - len(out))
-
-
 class ProcessedMicrophone:
     """A microphone whose frames are cleaned: the speaker's echo taken out (with what it
     played as the reference), steady noise suppressed."""
 
-    def __init__(self, mic: Microphone, speaker: Speaker,
-                 processing: MicrophoneProcessing) -> None:
+    def __init__(self, mic: Microphone, speaker: Speaker, processing: MicrophoneProcessing,
+                 clock: Clock) -> None:
         self._mic = mic
         self.sample_rate = mic.sample_rate
         self.frame_samples = mic.frame_samples
-        self._reference = PlayedReference(speaker, mic.sample_rate)
+        self._reference = PlayedReference(speaker, mic.sample_rate, clock)
         self._processing = processing
 
     async def frames(self) -> AsyncIterator[bytes]:

@@ -63,7 +63,8 @@ BLOCK_S = 0.25
 """The near end is compared with the far end in blocks this long."""
 MAX_ECHO_DELAY_S = 1.0
 """Longest echo delay looked for: the room's and the devices' (up to 0.5 s) plus how far the
-played reference may fall behind the microphone (echo_cancel.MAX_REFERENCE_BACKLOG_S, 0.5 s:
+played reference may be off while the loop takes the microphone's frames late
+(played_reference.MAX_LATE_S, 0.5 s; before the reference was laid out on the capture clock,
 measured in the simulator on a loaded machine, the echo drifted to 500 ms behind it and a 0.5 s
 search lost it)."""
 EARLY_S = 0.02

@@ -37,7 +37,9 @@ class Room:
     delay_ms: float = 10.0
     """From the speaker's cursor to the microphone: device buffers plus the sound's flight
     (40 ms is a typical kiosk; no real device is under a few ms, and an echo canceller counts on
-    the echo coming after what it is told played: WebRTC's misses an echo under ~1 ms). In the
+    the echo coming after what it is told played: the agent's reference is laid out 4 ms behind
+    the microphone's capture clock and WebRTC's canceller misses an echo less than ~3 ms after
+    it, so under ~7 ms the echo is not cancelled; see played_reference.REFERENCE_LAG_S). In the
     simulator it is at least the ~0.8 ms its streaming resampler holds samples back."""
     reverb_ms: float = 0.0
     """Time the reverberation takes to die away by 60 dB (RT60) in an exponentially decaying
