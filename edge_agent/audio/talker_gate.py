@@ -61,14 +61,14 @@ SILENT_DB = -120.0
 """The level of a frame of digital silence (log of zero)."""
 RISE = 0.25
 """Share of the way the near level moves toward a louder speech frame (a few frames reach it)."""
-ROOM_AVERAGE_S = 2.0
-"""Time constant of the room's level: the average over the last seconds of what was heard
-outside utterances (bystanders' talk, a fan, the agent's echo left by the canceller)."""
 FALL = 0.003
 """Share of the way it moves toward a quieter speech frame that passed (~10 % a second): it
 follows the near talker's loud syllables, not the valleys between them, and a bystander who
 slips through once does not teach the gate their level (at 0.02, two seconds of them did, and
 the gate let them in from then on)."""
+ROOM_AVERAGE_S = 2.0
+"""Time constant of the room's level: the average over the last seconds of what was not the
+near talker's (bystanders' talk, a fan, the agent's echo left by the canceller)."""
 
 
 class TalkerGate(Protocol):

@@ -60,6 +60,7 @@ TAKEOVER_LOOKBACK_MS = 640
 an utterance: the gate learns their level over a few hundred ms (a 190 ms smoothed level), so
 their first word began about that long before."""
 
+
 @dataclass
 class _Utterance:
     """One stretch of user speech, from its onset until the loop ends it."""
