@@ -254,7 +254,7 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
     With `processing` (see `microphone_processing`), everything the loop hears from the
     microphone, kept audio included, is cleaned (the speaker's echo, steady noise)."""
     if processing is not None:
-        mic = ProcessedMicrophone(mic, speaker, processing, log.clock)
+        mic = ProcessedMicrophone(mic, speaker, processing, log.clock, owner("microphone"))
     tools = parts.tools
     if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
         missing = ", ".join(sorted(engines.llm.tool_names - tools.names))

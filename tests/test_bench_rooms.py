@@ -17,11 +17,12 @@ import jsonschema
 import numpy as np
 import pytest
 
+from edge_agent.audio.pcm import lag_samples
 from edge_agent.bench import parts as bench_parts
 from edge_agent.bench.document import FORMAT, schema
 from edge_agent.bench.rooms import LISTENING_SCENARIOS, RoomsPlan, quick_plan, run_rooms, table
 from edge_agent.bench.rooms_calls import interruption_call, line_outcomes
-from edge_agent.bench.rooms_canceller import lag_samples
+from edge_agent.bench.rooms_canceller import LONGEST_LAG
 from edge_agent.bench.suite import PARTS, run_suite
 from edge_agent.bench.summary import rooms_rows
 from edge_agent.bench.workbench import Plan, Workbench
@@ -169,8 +170,8 @@ def test_the_lag_is_found_by_cross_correlation() -> None:
     signal = FakeSpeech().synthesize("one two three four five six")
     samples = np.frombuffer(signal.pcm, dtype=np.int16).astype(np.float64)
     delayed = np.concatenate([np.zeros(287), samples])[:len(samples)]
-    assert lag_samples(samples, delayed) == 287
-    assert lag_samples(samples, samples) == 0
+    assert lag_samples(samples, delayed, LONGEST_LAG) == 287
+    assert lag_samples(samples, samples, LONGEST_LAG) == 0
 
 
 def test_bench_runs_rooms_with_the_quick_sizes_and_prints_its_rows() -> None:

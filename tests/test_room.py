@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_agent.audio.pcm import StreamResampler, resample
+from edge_agent.audio.pcm import StreamResampler, lag_samples, resample
 from edge_agent.audio.room import Room, RoomEcho
 from edge_agent.audio.virtual import SpeakerEcho, VirtualSpeaker
 from edge_agent.demo.callfile import load_call, parse_call
@@ -30,11 +30,8 @@ def _noise(seconds: float, rate: int = RATE, level: float = 6000.0, seed: int = 
 
 
 def _lag(reference: np.ndarray, heard: np.ndarray) -> int:
-    """Where `reference` sits in `heard` (the cross-correlation's peak), in samples."""
-    size = 1 << (len(reference) + len(heard)).bit_length()
-    correlation = np.fft.irfft(np.fft.rfft(heard, size) * np.conj(np.fft.rfft(reference, size)),
-                               size)
-    return int(np.argmax(correlation[:len(heard)]))
+    """Where `reference` sits in `heard`, in samples."""
+    return lag_samples(reference, heard, longest=len(heard) - 1)
 
 
 def _in_pieces(process: Callable[[np.ndarray], np.ndarray], samples: np.ndarray,

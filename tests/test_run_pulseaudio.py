@@ -113,43 +113,14 @@ def test_run_converses_through_pulseaudio(pulse_audio: pulse.PulseServer,
     record = tmp_path / "session.json"
     recording = tmp_path / "speaker.raw"
     rate = pulse.SPEAKER_RATE
-    env = {**pulse_audio.env, "PYTHONUNBUFFERED": "1"}
 
-    with pulse_audio.recording(recording, "speaker.monitor", rate=rate):
-        agent = subprocess.Popen(
-            [*_edge_agent(), "--config", str(config), "run", "--duration", str(RUN_SECONDS),
-             "--json", str(record), "--audio-dir", str(tmp_path / "units")],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=tmp_path)
-        stderr_chunks: list[str] = []
-        err_reader = threading.Thread(
-            target=lambda: stderr_chunks.append(agent.stderr.read()),  # type: ignore[union-attr]
-            daemon=True)
-        err_reader.start()
-        out = _Lines(agent.stdout)
-        try:
-            assert out.wait_for(r"listening", 30), f"no 'listening' line: {out.lines}"
-            # "listening" is printed before models load; the mic is really open once the
-            # agent's recording stream shows up on the virtual mic.
-            assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=30), (
-                f"the agent never opened the microphone; stdout: {out.lines}")
-            player = pulse_audio.play(wav, "micsink")
-            assert player.wait(30) == 0, player.stderr.read() if player.stderr else ""
-            assert out.wait_for(r"agent said", 15), f"no reply spoken; stdout: {out.lines}"
-        finally:
-            if agent.poll() is None:
-                agent.terminate()  # SIGTERM: the agent stops and writes its record
-            try:
-                agent.wait(20)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
-            out.join()
-            err_reader.join(timeout=5)
-    stderr = "".join(stderr_chunks)
-
-    assert agent.returncode == 0, f"exit {agent.returncode}\n{stderr[-3000:]}"
-    assert "Traceback" not in stderr, stderr[-3000:]
+    with pulse_audio.recording(recording, "speaker.monitor", rate=rate), _agent_running(
+            pulse_audio, config, tmp_path, "--json", str(record), "--audio-dir",
+            str(tmp_path / "units"), seconds=RUN_SECONDS) as agent:
+        player = pulse_audio.play(wav, "micsink")
+        assert player.wait(30) == 0, player.stderr.read() if player.stderr else ""
+        assert agent.out.wait_for(r"agent said", 15), f"no reply spoken: {agent.report()}"
+    out = agent.out
     data = json.loads(record.read_text(encoding="utf-8"))
 
     user = [t for t in data["turns"] if t["role"] == "user"]
@@ -203,29 +174,62 @@ def test_run_without_audio_device_fails_cleanly(tmp_path: Path) -> None:
 
 
 
-@contextlib.contextmanager
-def _agent_running(pulse_audio: pulse.PulseServer, config: Path, tmp_path: Path,
-                   *args: str) -> Iterator[tuple[subprocess.Popen[str], _Lines]]:
-    """`edge-agent run` (60 s at most) with `args`, once its microphone is open; stopped
-    (SIGTERM: it writes its record) at the end, and it must have exited 0."""
-    agent = subprocess.Popen(
-        [*_edge_agent(), "--config", str(config), "run", "--duration", "60", *args],
-        env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    out = _Lines(agent.stdout)
-    try:
-        assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=60), out.lines
-        yield agent, out
-    finally:
-        agent.terminate()
+class _Agent:
+    """`edge-agent run` as a subprocess: its stdout as lines (`out`), its stderr drained on a
+    thread (a full pipe would stall the agent)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.out = _Lines(process.stdout)
+        self._stderr: list[str] = []
+        self._drain = threading.Thread(
+            target=lambda: self._stderr.append(process.stderr.read()),  # type: ignore[union-attr]
+            daemon=True)
+        self._drain.start()
+
+    @property
+    def stderr(self) -> str:
+        """What it wrote to stderr (all of it once it has stopped)."""
+        return "".join(self._stderr)
+
+    def stop(self) -> None:
+        """SIGTERM (it stops and writes its record); killed if it does not within 20 s."""
+        if self.process.poll() is None:
+            self.process.terminate()
         try:
-            agent.wait(20)
+            self.process.wait(20)
         except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
-        out.join()
-    stderr = agent.stderr.read() if agent.stderr else ""
-    assert agent.returncode == 0, stderr[-3000:]
+            self.process.kill()
+            self.process.wait()
+        self.out.join()
+        self._drain.join(timeout=5)
+
+    def report(self) -> str:
+        """Everything it said, for a failure message: it is stopped first."""
+        self.stop()
+        return "\n".join(self.out.lines) + "\n--- stderr ---\n" + self.stderr[-3000:]
+
+
+@contextlib.contextmanager
+def _agent_running(pulse_audio: pulse.PulseServer, config: Path, tmp_path: Path, *args: str,
+                   seconds: float = 60.0) -> Iterator[_Agent]:
+    """`edge-agent run` for `seconds` at most with `args`, once its microphone is open;
+    stopped at the end, and it must have exited 0 without a traceback."""
+    agent = _Agent(subprocess.Popen(
+        [*_edge_agent(), "--config", str(config), "run", "--duration", str(seconds), *args],
+        env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path))
+    try:
+        assert agent.out.wait_for(r"listening", 30), f"no 'listening' line: {agent.report()}"
+        # "listening" is printed before models load; the mic is really open once the
+        # agent's recording stream shows up on the virtual mic.
+        assert pulse_audio.wait_for_stream("source-outputs", "mic", timeout=60), (
+            f"the agent never opened the microphone: {agent.report()}")
+        yield agent
+    finally:
+        agent.stop()
+    assert agent.process.returncode == 0, f"exit {agent.process.returncode}\n{agent.stderr[-3000:]}"
+    assert "Traceback" not in agent.stderr, agent.stderr[-3000:]
 
 
 LONG_REPLY = ("We open at nine in the morning and close at eleven at night. The kitchen takes the "
@@ -242,16 +246,16 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
     record = tmp_path / "session.json"
     with _agent_running(pulse_audio, config, tmp_path, "--json", str(record), "--audio-dir",
-                        str(tmp_path / "units")) as (agent, out):
+                        str(tmp_path / "units")) as agent:
         assert pulse_audio.play(question).wait(30) == 0
-        assert out.wait_for(r"agent heard", 15), out.lines
+        assert agent.out.wait_for(r"agent heard", 15), agent.report()
         time.sleep(2.0)  # the reply is playing
         assert pulse_audio.play(okay).wait(30) == 0
-        assert out.wait_for(r"backchannel", 10), _report(agent, out)
+        assert agent.out.wait_for(r"backchannel", 10), agent.report()
         time.sleep(1.5)
         assert pulse_audio.play(stop_it).wait(30) == 0
-        assert out.wait_for(r"agent was cut", 10), _report(agent, out)
-        assert out.wait_for(r"(?i)agent heard +: wait", 10), _report(agent, out)
+        assert agent.out.wait_for(r"agent was cut", 10), agent.report()
+        assert agent.out.wait_for(r"(?i)agent heard +: wait", 10), agent.report()
     data = json.loads(record.read_text(encoding="utf-8"))
     # The canceller ran ("auto" on a live device), and let "okay" through: the rig's
     # microphone never hears its speaker.
@@ -269,15 +273,6 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     assert normalize([t["text"] for t in data["turns"] if t["role"] == "user"][-1])[0] == "wait"
 
 
-def _report(agent: subprocess.Popen[str], out: _Lines) -> str:
-    """Everything the agent said so far, for a failure message (stderr once it has exited)."""
-    if agent.poll() is None:
-        agent.terminate()
-        agent.wait(20)
-    stderr = agent.stderr.read() if agent.stderr else ""
-    return "\n".join(out.lines) + "\n--- stderr ---\n" + stderr[-3000:]
-
-
 def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
         pulse_audio: pulse.PulseServer, tmp_path: Path) -> None:
     """The microphone hears the speaker through PulseAudio (a loopback 40 ms late, 6 dB down:
@@ -289,14 +284,14 @@ def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
     record = tmp_path / "session.json"
     try:
-        with _agent_running(pulse_audio, config, tmp_path, "--json", str(record)) as (agent, out):
+        with _agent_running(pulse_audio, config, tmp_path, "--json", str(record)) as agent:
             assert pulse_audio.play(question).wait(30) == 0
-            assert out.wait_for(r"agent heard", 15), out.lines
+            assert agent.out.wait_for(r"agent heard", 15), agent.report()
             time.sleep(4.0)  # the reply plays into the microphone meanwhile
-            assert not out.wait_for(r"agent was cut", 0), _report(agent, out)
+            assert not agent.out.wait_for(r"agent was cut", 0), agent.report()
             assert pulse_audio.play(stop_it).wait(30) == 0
-            assert out.wait_for(r"agent was cut", 10), _report(agent, out)
-            assert out.wait_for(r"(?i)agent heard +: wait", 10), _report(agent, out)
+            assert agent.out.wait_for(r"agent was cut", 10), agent.report()
+            assert agent.out.wait_for(r"(?i)agent heard +: wait", 10), agent.report()
     finally:
         pulse_audio.pactl("unload-module", module)
     data = json.loads(record.read_text(encoding="utf-8"))

@@ -40,6 +40,7 @@ from edge_agent.audio.echo_path import EchoPath, EchoPathDetector
 from edge_agent.audio.played_reference import PlayedReference
 from edge_agent.clock import Clock
 from edge_agent.errors import EngineError
+from edge_agent.owner import Owner
 
 APM_FRAME_SECONDS = 0.01
 """WebRTC's processing frame: 10 ms."""
@@ -149,17 +150,23 @@ class WebRtcProcessing:
 
 class ProcessedMicrophone:
     """A microphone whose frames are cleaned: the speaker's echo taken out (with what it
-    played as the reference), steady noise suppressed."""
+    played as the reference), steady noise suppressed. The cleaning (WebRTC's modules, the
+    echo-path detector's spectra) runs on `owner`'s thread, off the loop; the reference is
+    taken on the loop, as each frame arrives (when it is taken places it on the clock)."""
 
     def __init__(self, mic: Microphone, speaker: Speaker, processing: MicrophoneProcessing,
-                 clock: Clock) -> None:
+                 clock: Clock, owner: Owner) -> None:
         self._mic = mic
         self.sample_rate = mic.sample_rate
         self.frame_samples = mic.frame_samples
         self._reference = PlayedReference(speaker, mic.sample_rate, clock)
         self._processing = processing
+        self._owner = owner
 
     async def frames(self) -> AsyncIterator[bytes]:
-        async for frame in self._mic.frames():
-            far = self._reference.take(len(frame) // 2)
-            yield self._processing.process(frame, far)
+        try:
+            async for frame in self._mic.frames():
+                far = self._reference.take(len(frame) // 2)
+                yield await self._owner.call(self._processing.process, frame, far)
+        finally:
+            self._owner.close()

@@ -116,6 +116,15 @@ def first_loud_sample(pcm: bytes, level: int = 1000) -> int | None:
     return int(loud[0]) if len(loud) else None
 
 
+def lag_samples(signal: np.ndarray, delayed: np.ndarray, longest: int) -> int:
+    """How many samples `delayed` trails `signal` (0..`longest`), by cross-correlation."""
+    length = min(len(signal), len(delayed))
+    size = 1 << (2 * length - 1).bit_length()
+    correlation = np.fft.irfft(np.fft.rfft(delayed[:length], size)
+                               * np.conj(np.fft.rfft(signal[:length], size)), size)
+    return int(np.argmax(correlation[:longest + 1]))
+
+
 def silence(samples: int) -> bytes:
     return bytes(2 * samples)
 

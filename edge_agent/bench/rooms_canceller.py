@@ -27,13 +27,15 @@ from typing import Any
 import numpy as np
 
 from edge_agent.audio.echo_cancel import APM_FRAME_SECONDS, WebRtcProcessing
-from edge_agent.audio.pcm import first_loud_sample, resample
+from edge_agent.audio.pcm import first_loud_sample, lag_samples, resample
 from edge_agent.audio.room import Room, RoomEcho
 from edge_agent.engines.base import TextToSpeech
 
 MIC_RATE = 16000
 MIC_FRAME = 512
 """The agent's microphone frame (32 ms at 16 kHz)."""
+LONGEST_LAG = MIC_RATE // 10
+"""The longest lag the processing's added latency is looked for at (100 ms)."""
 STEADY_AFTER_S = 2
 """Seconds after the echo's onset from which the canceller counts as converged."""
 QUANTIZATION_FLOOR = 1 / 12
@@ -92,20 +94,11 @@ def process(near: np.ndarray, far: np.ndarray, processing: WebRtcProcessing
     return np.frombuffer(b"".join(out), dtype=np.int16).astype(np.float64), cpu
 
 
-def lag_samples(signal: np.ndarray, delayed: np.ndarray, longest: int = MIC_RATE // 10) -> int:
-    """How many samples `delayed` trails `signal` (0..`longest`), by cross-correlation."""
-    length = min(len(signal), len(delayed))
-    size = 1 << (2 * length - 1).bit_length()
-    correlation = np.fft.irfft(np.fft.rfft(delayed[:length], size)
-                               * np.conj(np.fft.rfft(signal[:length], size)), size)
-    return int(np.argmax(correlation[:longest + 1]))
-
-
 def measure_lag(speech: np.ndarray) -> int:
     """The processing's added latency in samples: speech through the canceller with a silent
     far end, against itself."""
     out, _ = process(speech, np.zeros_like(speech), WebRtcProcessing(MIC_RATE))
-    return lag_samples(speech, out)
+    return lag_samples(speech, out, longest=LONGEST_LAG)
 
 
 def erle(far: np.ndarray, room: Room, lag: int) -> Erle:

@@ -203,10 +203,7 @@ def _talker(table: Any, source: str, key: str) -> Talker:
                           f"most {MAX_TALKER_SENTENCES} before starting over")
     for i, sentence in enumerate(sentences):
         where = f"{key}.say[{i}]" if isinstance(said, list) else f"{key}.say"
-        check_value(str, sentence, source, where, text=_SAID)
-        if len(sentence) > MAX_SAY_CHARS:
-            raise ConfigError(source, where, f"{len(sentence)} characters; a sentence holds at "
-                              f"most {MAX_SAY_CHARS}: split it")
+        _said(sentence, source, where, "a sentence", "split it into several")
     voice = ("" if "voice" not in table else
              check_value(str, table["voice"], source, f"{key}.voice",
                          choices=(AGENT_VOICE, *TALKER_VOICES)))
@@ -247,13 +244,19 @@ def _check_table(table: Any, source: str, key: str, kind: str, allowed: set[str]
                           f"unknown key (allowed: {', '.join(sorted(allowed))})")
 
 
+def _said(value: Any, source: str, where: str, what: str, split: str) -> str:
+    """Something said in a call (a caller's line, a talker's sentence): text, not too long."""
+    said: str = check_value(str, value, source, where, text=_SAID)
+    if len(said) > MAX_SAY_CHARS:
+        raise ConfigError(source, where, f"{len(said)} characters; {what} holds at most "
+                          f"{MAX_SAY_CHARS} (about two minutes of speech): {split}")
+    return said
+
+
 def _line(entry: Any, source: str, key: str) -> CallerLine:
     _check_table(entry, source, key, "caller", {"say", "pause", *_TRIGGERS})
-    say = check_value(str, entry.get("say", ""), source, f"{key}.say", text=_SAID)
-    if len(say) > MAX_SAY_CHARS:
-        raise ConfigError(source, f"{key}.say", f"{len(say)} characters; a caller line holds at "
-                          f"most {MAX_SAY_CHARS} (about two minutes of speech): split it into "
-                          "several [[caller]] lines")
+    say = _said(entry.get("say", ""), source, f"{key}.say", "a caller line",
+                "split it into several [[caller]] lines")
     triggers = [t for t in _TRIGGERS if t in entry]
     if len(triggers) != 1:
         raise ConfigError(source, key,
