@@ -173,3 +173,22 @@ def test_the_floor_keeps_quiet_speech_out_before_anyone_spoke() -> None:
     assert not any(_through(gate, _tone(1.0, -30.0), speaking=False))
     closed = np.round(_tone(FRAME / RATE, -30.0)).astype(np.int16).tobytes()
     assert level_db(frame_power(gate.admit(closed, False))) < -30.0 - 39.0
+
+
+def test_after_a_pause_a_bystanders_loud_syllable_does_not_reopen_the_gate() -> None:
+    gate = LevelGate(SETTINGS, RATE)
+    _through(gate, _tone(1.0, -15.0), speaking=True)  # the caller
+    behind = _through(gate, _tone(3.0, -25.0), speaking=False)  # bystanders, 10 dB down
+    assert not behind[-1] and gate.room_level_db is not None and gate.room_level_db < -22.0
+    # 5 dB under the caller: within the margin (6 dB), but not within half of it.
+    assert not any(_through(gate, _tone(0.5, -20.0), speaking=False))
+    # The caller going on, 2 dB under their loudest: reopened.
+    assert _through(gate, _tone(0.5, -17.0), speaking=False)[-1]
+
+
+def test_in_a_quiet_room_a_pause_does_not_raise_what_reopens_the_gate() -> None:
+    gate = LevelGate(SETTINGS, RATE)
+    _through(gate, _tone(1.0, -70.0), speaking=False)  # a quiet room
+    _through(gate, _tone(1.0, -15.0), speaking=True)
+    _through(gate, _tone(1.0, -70.0), speaking=False)  # a pause
+    assert all(_through(gate, _tone(1.0, -30.0), speaking=True)[4:])  # a quiet word after it
