@@ -156,6 +156,11 @@ def test_a_nearer_talker_taking_over_an_utterance_is_told_once() -> None:
         gate.admit(frame, True)
         taken.append(gate.took_over())
     assert taken.count(True) == 1 and taken.index(True) * FRAME / RATE < 0.5
+    # Whoever opened the utterance is the room: once the caller stops, they are kept out at
+    # once (learning the room from nothing took seconds, and let them in meanwhile).
+    assert gate.room_level_db is not None and gate.room_level_db >= -28.0
+    behind = _through(gate, _tone(2.0, -27.0), speaking=False)
+    assert not any(behind[round(0.8 * RATE / FRAME):])
 
 
 def test_a_burst_does_not_open_the_gate_but_a_vowel_does() -> None:
