@@ -189,25 +189,26 @@ class LevelGate:
         """The level a frame needs to open the gate now: `margin_db` under the near talker,
         but never more than `margin_db` over the room (a quiet room mutes nothing of the
         caller's quietest words), and never under the floor."""
-        floor, margin = self._settings.floor_db, self._settings.margin_db
-        if self.near_level_db is None:
-            return floor
-        below_near = self.near_level_db - margin
-        if self.room_level_db is not None:
-            below_near = min(below_near, self.room_level_db + margin)
-        return max(floor, below_near)
+        return self._threshold_db(self._settings.margin_db)
 
     def _opening_threshold_db(self) -> float:
-        """The threshold, raised after the gate was closed `reopen_after_ms`: half the margin
-        under the near talker (never more than the margin over the room)."""
-        threshold = self.threshold_db
-        if self.near_level_db is None or self._quiet_for <= self._reopen_samples:
-            return threshold
+        """The threshold, with the near talker's part at `reopen_margin_share` of the margin
+        once the gate was closed `reopen_after_ms` (the room's cap stays the same)."""
         margin = self._settings.margin_db
-        reopen = self.near_level_db - margin * self._settings.reopen_margin_share
+        if self._quiet_for > self._reopen_samples:
+            return self._threshold_db(margin * self._settings.reopen_margin_share)
+        return self._threshold_db(margin)
+
+    def _threshold_db(self, under_near_db: float) -> float:
+        """`under_near_db` under the near talker, at most `margin_db` over the room, at least
+        the floor (only the floor while nobody is known)."""
+        floor = self._settings.floor_db
+        if self.near_level_db is None:
+            return floor
+        threshold = self.near_level_db - under_near_db
         if self.room_level_db is not None:
-            reopen = min(reopen, self.room_level_db + margin)
-        return max(threshold, reopen)
+            threshold = min(threshold, self.room_level_db + self._settings.margin_db)
+        return max(floor, threshold)
 
     def admit(self, frame: bytes, speaking: bool) -> bytes:
         if speaking != self._speaking:
