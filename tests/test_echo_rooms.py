@@ -201,7 +201,7 @@ start = 1.3
 """
 """Two people chatting nearby, each 14 dB under the caller, from the start of the call: without
 the gate the caller's first turn never ends in this room. At 10 dB under, their voices mask
-some of the caller's words (`bench rooms` reports that room's error rate, 11-16 %), and a
+some of the caller's words (`bench rooms` reports that room's error rate, 8-25 %), and a
 caller's line that is one word off here is no failure of the gate's."""
 
 
