@@ -27,6 +27,7 @@ from edge_agent.conversation.segmenter import SegmenterSettings
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer
+from edge_agent.engines.cpu_share import CpuShare, ProcLoadMeter, usable_cores
 from edge_agent.engines.engine_check import ensure_llm_runs
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.engines.llm import (
@@ -80,13 +81,15 @@ def _scripted_llm(config: Config, replies: Sequence[ScriptedReply] | None
 
 def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None,
                   catalog: Catalog | None = None, repeatable: bool = False,
-                  crash_checked: bool = False) -> tuple[Engines, dict[str, str]]:
+                  crash_checked: bool = False, share: CpuShare | None = None
+                  ) -> tuple[Engines, dict[str, str]]:
     """Load every engine the config names (blocking: seconds). `replies` scripts the LLM.
     `repeatable`: the voice says the same sentences, in the same order, as the same audio in
     every run (a demo, a replay: see `make_voice_repeatable`). `crash_checked`: run the LLM
     once in a child process first, so that a llama.cpp build this CPU cannot run is an
     EngineCrash here rather than the death of this process (`engine_check.ensure_llm_runs`:
-    remembered in the data dir once it passed)."""
+    remembered in the data dir once it passed). `share`: where the engines tell each other how
+    many cores they use (default: a new one measuring this machine)."""
     if repeatable:
         make_voice_repeatable()
     catalog = catalog or load_catalog(config.models_dir)
@@ -97,12 +100,15 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
     # The voice and the recognizer are rewritten in memory while they load (temporary copies
     # of ~60-90 MB each, given back right after): loaded first and one at a time, their copies
     # never sit on top of everything else, which keeps the start-up peak lowest.
+    # The engines work at the same time (the voice speaks while the model writes): the LLM
+    # takes only the cores the others and other programs leave free.
+    share = share or CpuShare(usable_cores(), ProcLoadMeter())
     voice = paths["tts"]
     with _fix_hint(config, catalog, "tts"):
-        tts = _piper(config, voice)
+        tts = _piper(config, voice, share)
     release_freed_heap()
     with _fix_hint(config, catalog, "stt"):
-        stt = _recognizer(config, paths["stt"])
+        stt = _recognizer(config, paths["stt"], share)
     release_freed_heap()
     llm: LanguageModel
     if scripted is not None:
@@ -112,7 +118,7 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
             llm = load_language_model(
                 paths["llm"], context_tokens=config.llm.context_tokens,
                 threads=config.llm.threads, max_tokens=config.llm.max_tokens,
-                temperature=config.llm.temperature, seed=config.llm.seed)
+                temperature=config.llm.temperature, seed=config.llm.seed, share=share)
         llm_name = f"llama.cpp ({paths['llm'].name})"
     with _fix_hint(config, catalog, "vad"):
         vad = SileroVad(paths["vad"])
@@ -138,15 +144,16 @@ def _fix_hint(config: Config, catalog: Catalog, kind: str) -> Iterator[None]:
         raise exc.with_fix(fix) from None
 
 
-def _piper(config: Config, voice: Path) -> PiperSpeech:
+def _piper(config: Config, voice: Path, share: CpuShare | None = None) -> PiperSpeech:
     voice_config = voice.with_name(voice.name + ".json")
     return PiperSpeech.load(voice, voice_config if voice_config.exists() else None,
-                       config.tts.length_scale, threads=config.tts.threads)
+                            config.tts.length_scale, threads=config.tts.threads, share=share)
 
 
-def _recognizer(config: Config, model: Path) -> SpeechRecognizer:
+def _recognizer(config: Config, model: Path, share: CpuShare | None = None
+                ) -> SpeechRecognizer:
     if config.stt_engine == "moonshine":
-        return MoonshineRecognizer(model, threads=config.stt.threads)
+        return MoonshineRecognizer(model, threads=config.stt.threads, share=share)
     return VoskRecognizer(model) if config.stt_engine == "vosk" else PocketSphinxRecognizer(model)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_agent.cli_args import positive_int, seconds
+from edge_agent.cli_args import busy_count, positive_int, seconds
 from edge_agent.config import Config
 from edge_agent.jsonfile import write_json
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from edge_agent.bench.workbench import Workbench
 
 PartCommand = Callable[[Config, argparse.Namespace], tuple[dict[str, Any], str]]
+
+
+BUSY_HELP = ("N other processes each keep a core busy while it measures (a kiosk's browser "
+             "at its worst; one per core: every core wanted by someone else); default 0")
 
 
 def add_parser(commands: Any) -> None:
@@ -48,6 +52,8 @@ def add_parser(commands: Any) -> None:
                          help="sentences through the voice and the recognizer (default 12)")
     engines.add_argument("--prompts", type=positive_int, default=6,
                          help="questions to the LLM (default 6)")
+    engines.add_argument("--busy", type=busy_count, default=0, metavar="N",
+                         help=BUSY_HELP)
 
     heard = _part_parser(
         benchmarks, "heard", "played position and heard words against the recorded output "
@@ -67,6 +73,7 @@ def add_parser(commands: Any) -> None:
     latency.add_argument("--caller", default="",
                          help="the caller's voice, a clip-set voice (e.g. espeak-us, "
                               "espeak-rp-m3; see `bench stt`); default: the agent's voice")
+    latency.add_argument("--busy", type=busy_count, default=0, metavar="N", help=BUSY_HELP)
 
     corpus = _part_parser(
         benchmarks, "backchannel", "the backchannel classifier on a corpus of Piper-spoken "
@@ -187,8 +194,9 @@ def _engines(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], 
     from edge_agent.bench.parts import engines_part
     from edge_agent.bench.speeds import table
 
-    print("edge-agent bench engines: each engine alone", flush=True)
-    result = engines_part(_workbench(config), args.sentences, args.prompts)
+    beside = f", {args.busy} busy processes beside them" if args.busy else ""
+    print(f"edge-agent bench engines: each engine alone, then together{beside}", flush=True)
+    result = engines_part(_workbench(config), args.sentences, args.prompts, args.busy)
     return result, table(result)
 
 
@@ -207,7 +215,8 @@ def _latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], 
 
     print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on a "
           f"private PulseAudio server (about {args.exchanges * 12} s)...", flush=True)
-    result = latency_part(_workbench(config), args.exchanges, args.seed, args.llm, args.caller)
+    result = latency_part(_workbench(config), args.exchanges, args.seed, args.llm, args.caller,
+                          busy=args.busy)
     return result, table(result)
 
 

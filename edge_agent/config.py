@@ -100,7 +100,11 @@ class LlmConfig:
     context_tokens: int = 2048
     max_tokens: int = 120
     temperature: float = 0.3
-    threads: int = 2
+    threads: int = 0
+    """At most this many CPU threads (0: every core). While it runs the LLM uses only the
+    cores nobody else needs: not those another program keeps busy, nor the voice's or the
+    recognizer's while they work (llama.cpp's threads wait for each other: one without a core
+    stalls every token)."""
     seed: int = 7
     """llama.cpp's sampling seed (0..4294967295, a 32-bit unsigned number)."""
 

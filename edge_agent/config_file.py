@@ -54,7 +54,7 @@ _BOUNDS: dict[str, Bounds] = {
                              advice="replies are cut very short or run for minutes"),
     "llm.temperature": Bounds(0.0, 2.0, advised=(0.0, 1.2),
                               advice="replies above ~1.2 turn incoherent"),
-    "llm.threads": Bounds(1, 64),
+    "llm.threads": Bounds(0, 64),
     "llm.seed": Bounds(0, 2**32 - 1),  # llama.cpp's seed is a uint32
     "stt.threads": Bounds(1, 64),
     "tts.threads": Bounds(1, 64),

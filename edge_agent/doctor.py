@@ -26,6 +26,7 @@ from edge_agent import __version__
 from edge_agent.bench.machine import cpu_model
 from edge_agent.config import Config
 from edge_agent.config_file import SEARCH_PATHS, load_config
+from edge_agent.engines.cpu_share import usable_cores
 from edge_agent.errors import ConfigError, EdgeAgentError, ModelMissingError
 from edge_agent.printable import escape_controls
 
@@ -308,18 +309,21 @@ def _running_note(path: Path) -> str:
 
 def _machine(context: Context, emit: Emit) -> None:
     machine = context.machine
-    guarded(emit, "cpu", lambda: _cpu(machine))
+    guarded(emit, "cpu", lambda: _cpu(machine, context.config.llm.threads))
     guarded(emit, "ram", lambda: _ram(machine))
     guarded(emit, "disk", lambda: _disk(context.config.data_path, machine))
 
 
-def _cpu(machine: MachineRecord) -> CheckRecord:
+def _cpu(machine: MachineRecord, llm_threads: int) -> CheckRecord:
     model = cpu_model()
-    cores = len(os.sched_getaffinity(0)) or 1  # the cores this process may use
+    cores = usable_cores()
     load = [round(x, 2) for x in os.getloadavg()]
     machine["cpu_model"], machine["cpu_cores"], machine["load_average"] = model, cores, load
+    most = min(llm_threads, cores) if llm_threads else cores
     detail = (f"{model}, {cores} core{'s' if cores != 1 else ''} ({platform.machine()}); "
-              f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+              f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; the LLM writes on up to "
+              f"{most} thread{'s' if most != 1 else ''}, fewer while the voice works or other "
+              "programs are busy")
     if load[1] > cores:  # the 5-minute figure: a burst (this doctor loading models) is not it
         return check("cpu", "warn", detail + " (busier than its cores)",
                      "the agent answers slowly while this lasts: find what is busy (top)")

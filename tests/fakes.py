@@ -91,11 +91,16 @@ class FakeLanguageModel:
 
     `fail_after(n)` says how many pieces the n-th request (1 = the first; speculative requests,
     withdrawn or not, count) yields before it raises `RuntimeError`; None: it does not fail.
-    A failed request used up its reply (withdrawing it puts the reply back)."""
+    A failed request used up its reply (withdrawing it puts the reply back).
+    `prewarm_hold_s` (real seconds) makes a prewarm work that long, watching its stop event;
+    `prewarms_stopped` counts those it stopped."""
 
     def __init__(self, replies: Sequence[Reply],
                  on_request: Callable[[list[ChatMessage]], None] | None = None,
-                 fail_after: Callable[[int], int | None] | None = None) -> None:
+                 fail_after: Callable[[int], int | None] | None = None,
+                 prewarm_hold_s: float = 0.0) -> None:
+        self._prewarm_hold_s = prewarm_hold_s
+        self.prewarms_stopped = 0
         self._replies = list(replies)
         self._on_request = on_request
         self._fail_after = fail_after
@@ -106,8 +111,11 @@ class FakeLanguageModel:
         self.withdrawn: list[list[ChatMessage]] = []
         self._answered: list[Reply] = []
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
+                stop: threading.Event | None = None) -> None:
         self.prewarmed.append([dict(m) for m in messages])
+        if self._prewarm_hold_s and stop is not None and stop.wait(self._prewarm_hold_s):
+            self.prewarms_stopped += 1
 
     def withdraw(self) -> None:
         """The latest request was speculative and thrown away: its reply comes again."""

@@ -26,7 +26,9 @@ PARTS = ("engines", "latency", "heard", "stt", "backchannel", "memory", "rooms",
 def _raw_samples(name: str, result: dict[str, Any]) -> dict[str, list[Any]]:
     """The lists of raw measurements each part must keep, by what they are."""
     if name == "engines":
-        return {kind: result[kind]["samples"] for kind in ("tts", "stt", "llm")}
+        return {**{kind: result[kind]["samples"] for kind in ("tts", "stt", "llm")},
+                **{f"LLM beside the {' and the '.join(together['beside'])}":
+                   together["tokens_per_s"].get("values", []) for together in result["together"]}}
     if name == "latency":
         return {"answer gap": result["answer_gap_ms"].get("values", []),
                 "stop": result["stop_ms"].get("values", []),

@@ -95,7 +95,7 @@ def _dummy_models(tmp_path: Path) -> str:
                      ["must be an integer"], id="bool-for-int"),
         pytest.param("[vad]\nthreshold = 2.0\n", "vad.threshold",
                      ["between 0 and 1", "2.0"], id="out-of-range"),
-        pytest.param("[llm]\nthreads = 0\n", "llm.threads", ["between 1 and 64"],
+        pytest.param("[llm]\nthreads = -1\n", "llm.threads", ["between 0 and 64"],
                      id="out-of-range-int"),
         pytest.param('[heard]\npolicy = "maybe"\n', "heard.policy",
                      ["must be one of", "'completed'", "'started'", "'maybe'"], id="bad-choice"),

@@ -169,7 +169,9 @@ def table(result: dict[str, Any]) -> str:
     stages = result["stages_ms"]
     lines = [
         f"turn-taking on the real audio path: {result['exchanges']} exchanges, LLM "
-        f"{result['engines']['llm']}, STT {result['engines']['stt']}",
+        f"{result['engines']['llm']}, STT {result['engines']['stt']}"
+        + (f", {result['busy_processes']} busy processes beside the agent"
+           if result.get("busy_processes") else ""),
         f"{'':48}{'p50':>8}{'p95':>8}{'max':>8}",
         row("caller's last sample -> agent's first sample", result["answer_gap_ms"]),
         *(row(f"  speech end (as heard) -> {name.replace('_', ' ')}", stages[name])

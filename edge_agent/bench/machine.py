@@ -12,6 +12,7 @@ from pathlib import Path
 from edge_agent import __version__
 from edge_agent.bench.document import MachineInfo, ModelInfo
 from edge_agent.config import Config
+from edge_agent.engines.cpu_share import usable_cores
 from edge_agent.errors import EdgeAgentError
 from edge_agent.models.catalog import load_catalog
 
@@ -20,7 +21,7 @@ def machine_info(started: datetime) -> MachineInfo:
     """This machine, as the run found it at `started` (load_after is filled at the end)."""
     load = load_average()
     return {"hostname": socket.gethostname(), "cpu_model": cpu_model(),
-            "cpu_cores": len(os.sched_getaffinity(0)) or 1, "ram_total_mb": _ram_total_mb(),
+            "cpu_cores": usable_cores(), "ram_total_mb": _ram_total_mb(),
             "os": _os_name(), "kernel": platform.release(), "arch": platform.machine(),
             "python": platform.python_version(), "edge_agent": __version__,
             "date": started.isoformat(timespec="seconds"), "load_before": load,

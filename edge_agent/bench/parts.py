@@ -19,8 +19,11 @@ from edge_agent.bench.workbench import Workbench
 from edge_agent.errors import ConfigError, EngineError
 
 
-def engines_part(bench: Workbench, sentences: int, prompts: int) -> dict[str, Any]:
-    """The engines loaded (timed) and each one's speed alone (`speeds`)."""
+def engines_part(bench: Workbench, sentences: int, prompts: int, busy: int = 0
+                 ) -> dict[str, Any]:
+    """The engines loaded (timed) and each one's speed alone and together (`speeds`), with
+    `busy` processes keeping cores busy beside them while they are timed."""
+    from edge_agent.bench.cotenant import busy_processes
     from edge_agent.bench.speeds import run_speeds
 
     started = time.perf_counter()
@@ -31,18 +34,22 @@ def engines_part(bench: Workbench, sentences: int, prompts: int) -> dict[str, An
     bench.say(f"loaded the voice, the recognizer and the VAD in {loaded - started:.1f} s"
               f"{f', the LLM in {done - loaded:.1f} s' if llm is not None else ''}")
     llm_name = f"llama.cpp ({Path(bench.config.llm.model).name})"
-    result = run_speeds(bench.voice(), bench.recognizer(), llm, sentences, prompts, bench.say,
-                        {"tts": names["tts"], "stt": names["stt"], "llm": llm_name})
+    with busy_processes(busy):
+        result = run_speeds(bench.voice(), bench.recognizer(), llm, sentences, prompts,
+                            bench.say, {"tts": names["tts"], "stt": names["stt"], "llm": llm_name})
+    result["busy_processes"] = busy
     result["load_s"] = {"voice_recognizer_vad": round(loaded - started, 2),
                         "llm": round(done - loaded, 2) if llm is not None else None}
     return result
 
 
 def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "scripted",
-                 caller: str = "", reply: str = REPLY, interrupt_every: int = 3
-                 ) -> dict[str, Any]:
+                 caller: str = "", reply: str = REPLY, interrupt_every: int = 3,
+                 busy: int = 0) -> dict[str, Any]:
     """The live agent on a private PulseAudio server (`latency`). `llm`: "scripted" (the
-    shared engines answer with `reply`) or "config" (the configured LLM, loaded for this)."""
+    shared engines answer with `reply`) or "config" (the configured LLM, loaded for this).
+    `busy`: processes keeping cores busy beside the agent throughout the call."""
+    from edge_agent.bench.cotenant import busy_processes
     from edge_agent.bench.latency import latency_call, run_latency
     from edge_agent.demo.voices import VOICES
 
@@ -58,8 +65,10 @@ def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "script
 
         engines = build_engines(bench.config)
     bench.say(f"{exchanges} exchanges through the live agent, {len(call.lines)} caller lines")
-    figures = run_latency(bench.config, engines, call, script, bench.say, voices.get(caller))
-    return {"benchmark": "latency", "llm": figures["engines"]["llm"],
+    with busy_processes(busy):
+        figures = run_latency(bench.config, engines, call, script, bench.say,
+                              voices.get(caller))
+    return {"benchmark": "latency", "llm": figures["engines"]["llm"], "busy_processes": busy,
             "pause_on_speech": bench.config.turns.pause_on_speech, "seed": seed,
             "exchanges": exchanges, "interrupt_every": interrupt_every, **figures}
 

@@ -1,6 +1,8 @@
-"""The engines' own speed on this machine, one at a time with nothing else running: the voice's
-and the recognizer's real-time factors (seconds spent per second of audio) on the benchmark's
-kiosk sentences, and the LLM's first token and decoding speed (tokens per second).
+"""The engines' own speed on this machine, one at a time: the voice's and the recognizer's
+real-time factors (seconds spent per second of audio) on the benchmark's kiosk sentences, and
+the LLM's first token and decoding speed (tokens per second); then the LLM again while the
+voice, and then the voice and the recognizer, work beside it without a pause (in a live turn the
+voice synthesizes a clause in a tenth of its playing time: this is its worst case).
 
 The voice speaks each sentence (timed), the recognizer transcribes that audio as the live loop
 feeds it (100 ms pieces, timed), and the LLM answers each question once, streamed (the first
@@ -11,6 +13,7 @@ later call sees.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -55,6 +58,21 @@ class TokenSample(TypedDict):
     """Tokens after the first over `decode_s` (0 for a reply of one token)."""
 
 
+class Together(TypedDict):
+    """The LLM answering while other engines work without a pause beside it."""
+
+    beside: list[str]
+    """The engines at work beside it ("voice", "recognizer")."""
+    tokens_per_s: dict[str, Any]
+    """The LLM's decoding speed meanwhile."""
+    share_of_alone: float
+    """Its median over the median alone (1.0: no slower)."""
+    voice_rtf: dict[str, Any] | None
+    """The voice's real-time factor meanwhile (None: not beside it)."""
+    recognizer_rtf: dict[str, Any] | None
+    """The recognizer's real-time factor meanwhile (None: not beside it)."""
+
+
 def run_speeds(tts: TextToSpeech, stt: SpeechRecognizer, llm: LlamaLanguageModel | None,
                sentences: int, prompts: int, progress: Callable[[str], None],
                names: dict[str, str] | None = None) -> dict[str, Any]:
@@ -88,8 +106,19 @@ def run_speeds(tts: TextToSpeech, stt: SpeechRecognizer, llm: LlamaLanguageModel
             progress(f"question {number + 1}/{prompts}: first token "
                      f"{replies[-1]['first_token_ms']:.0f} ms, "
                      f"{replies[-1]['tokens_per_s']:.1f} tokens/s")
+    together: list[Together] = []
+    if llm is not None:
+        alone = summarize([r["tokens_per_s"] for r in replies])["p50"] or 0.0
+        clips = [resample(tts.synthesize(text).pcm, tts.sample_rate, stt.sample_rate)
+                 for text in texts[:3]]
+        for beside in (["voice"], ["voice", "recognizer"]):
+            together.append(_together(llm, tts, stt, texts, clips, prompts, beside, alone))
+            progress(f"LLM with the {' and the '.join(beside)} at work: "
+                     f"{together[-1]['tokens_per_s']['p50']:.1f} tokens/s "
+                     f"({together[-1]['share_of_alone']:.0%} of alone)")
     return {
         "benchmark": "engines",
+        "together": together,
         "tts": {"engine": names.get("tts", type(tts).__name__), "samples": spoken,
                 "rtf": summarize([s["rtf"] for s in spoken], digits=4)},
         "stt": {"engine": names.get("stt", type(stt).__name__), "samples": heard,
@@ -99,6 +128,54 @@ def run_speeds(tts: TextToSpeech, stt: SpeechRecognizer, llm: LlamaLanguageModel
             "first_token_ms": summarize([r["first_token_ms"] for r in replies]),
             "tokens_per_s": summarize([r["tokens_per_s"] for r in replies])},
     }
+
+
+def _together(llm: LlamaLanguageModel, tts: TextToSpeech, stt: SpeechRecognizer,
+              texts: list[str], audio: list[bytes], prompts: int, beside: list[str],
+              alone_tokens_per_s: float) -> Together:
+    """`prompts` questions to the LLM while the engines named in `beside` loop on their
+    owner-like threads (the voice on `texts`, the recognizer on `audio`)."""
+    stop = threading.Event()
+    spoken: list[AudioSample] = []
+    heard: list[AudioSample] = []
+
+    def speak() -> None:
+        number = 0
+        while not stop.is_set():
+            text = texts[number % len(texts)]
+            number += 1
+            started = time.perf_counter()
+            out = tts.synthesize(text)
+            spoken.append(_sample(text, out.samples / out.sample_rate,
+                                  time.perf_counter() - started))
+
+    def listen() -> None:
+        number = 0
+        while not stop.is_set():
+            pcm, text = audio[number % len(audio)], texts[number % len(audio)]
+            number += 1
+            _, spent, _ = transcribe(stt, pcm)
+            heard.append(_sample(text, len(pcm) / 2 / stt.sample_rate, spent))
+
+    workers = [threading.Thread(target=work, name=f"bench-{name}", daemon=True)
+               for name, work in (("voice", speak), ("recognizer", listen)) if name in beside]
+    for worker in workers:
+        worker.start()
+    try:
+        replies = [_reply(llm, SENTENCES[(number * 5 + 1) % len(SENTENCES)])
+                   for number in range(prompts)]
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+    speed = summarize([r["tokens_per_s"] for r in replies])
+    return {"beside": beside, "tokens_per_s": speed,
+            "share_of_alone": round((speed["p50"] or 0.0) / alone_tokens_per_s, 3)
+            if alone_tokens_per_s else 0.0,
+            "voice_rtf": summarize([s["rtf"] for s in spoken], digits=4) if "voice" in beside
+            else None,
+            "recognizer_rtf": summarize([s["rtf"] for s in heard], digits=4)
+            if "recognizer" in beside else None}
 
 
 def _sample(text: str, audio_s: float, spent: float) -> AudioSample:
@@ -146,5 +223,15 @@ def table(result: dict[str, Any]) -> str:
     else:
         lines += [row("LLM first token", llm["first_token_ms"], "ms", 0),
                   row("LLM decoding", llm["tokens_per_s"], "tokens/s", 1)]
+        for together in result["together"]:
+            names = " + ".join(together["beside"])
+            lines.append(row(f"LLM decoding beside {names} ({together['share_of_alone']:.0%})",
+                             together["tokens_per_s"], "tokens/s", 1))
+            for engine in ("voice", "recognizer"):
+                if together[f"{engine}_rtf"] is not None:
+                    lines.append(row(f"  {engine} real-time factor meanwhile",
+                                     together[f"{engine}_rtf"], "", 3))
+    if result.get("busy_processes"):
+        lines.append(f"  (with {result['busy_processes']} busy processes beside the engines)")
     return "\n".join(lines)
 

@@ -34,6 +34,10 @@ def engines_rows(result: dict[str, Any]) -> list[SummaryRow]:
         rows += [single("LLM loaded", "s", load["llm"], 1),
                  spread("LLM first token (a short question)", "ms", llm["first_token_ms"]),
                  spread("LLM decoding speed", "tokens/s", llm["tokens_per_s"])]
+        rows += [spread(f"LLM decoding beside {' + '.join(together['beside'])} at work",
+                        "tokens/s", together["tokens_per_s"],
+                        f"{together['share_of_alone']:.0%} of alone")
+                 for together in result["together"]]
     return rows
 
 

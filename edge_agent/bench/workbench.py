@@ -13,6 +13,7 @@ from edge_agent.bench.rooms import RoomsPlan, quick_plan
 from edge_agent.config import Config
 from edge_agent.conversation.settings import Engines
 from edge_agent.engines.base import SpeechRecognizer
+from edge_agent.engines.cpu_share import CpuShare, ProcLoadMeter, usable_cores
 from edge_agent.engines.llm import LlamaLanguageModel, ScriptedLanguageModel, ScriptedReply
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.errors import EngineError
@@ -80,6 +81,8 @@ class Workbench:
         self._voice: PiperSpeech | None = None
         self._recognizers: dict[str, SpeechRecognizer] = {}
         self._llm: LlamaLanguageModel | None = None
+        self.share = CpuShare(usable_cores(), ProcLoadMeter())
+        """How many cores the engines loaded here use: the LLM leaves the others theirs."""
 
     def engines(self) -> tuple[Engines, dict[str, str]]:
         """The voice, the recognizer and the VAD of the config, with a scripted LLM that has
@@ -87,7 +90,7 @@ class Workbench:
         if self._engines is None:
             from edge_agent.app import build_engines
 
-            self._engines = build_engines(self.config, replies=())
+            self._engines = build_engines(self.config, replies=(), share=self.share)
         return self._engines
 
     def scripted_engines(self, replies: Sequence[ScriptedReply]
@@ -139,5 +142,6 @@ class Workbench:
                 llm.model, "llm", "llm.model", self.config.source)
             self._llm = load_language_model(
                 path, context_tokens=llm.context_tokens, threads=llm.threads,
-                max_tokens=llm.max_tokens, temperature=llm.temperature, seed=llm.seed)
+                max_tokens=llm.max_tokens, temperature=llm.temperature, seed=llm.seed,
+                share=self.share)
         return self._llm

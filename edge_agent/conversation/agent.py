@@ -168,13 +168,18 @@ class Conversation:
         while True:
             await self._clock.sleep(interval)
             self._responder.checkpoint()
-            if self.busy:
+            if self.busy or not self._responder.model_idle:
+                # A prewarm in progress would be stale once the window moved: it finishes
+                # (or a reply stops it) first.
                 continue
             self.memory.apply_ready_fold()
-            if self._responder.model_idle:
-                self._responder.prewarm()  # nothing to do unless the prompt changed
+            self._responder.prewarm()  # nothing to do unless the prompt changed
             if (self.memory.fold_due() and self._responder.model_idle
                   and (self._folding is None or self._folding.done())):
+                # Armed here, in the same step as the checks: speech beginning from now on
+                # stops the summary (cleared inside `fold`, an onset between this line and
+                # its first step was lost and the summary ran its ~5 s to the end).
+                self.memory.stop_background.clear()
                 self._folding = asyncio.create_task(
                     self.memory.fold(self._responder.run_on_model), name="fold")
 

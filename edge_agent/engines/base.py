@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,9 +121,11 @@ class LanguageModel(Protocol):
         Closing the iterator cancels generation."""
         ...
 
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()) -> None:
+    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
+                stop: threading.Event | None = None) -> None:
         """Evaluate `messages` as the start of the next request's prompt (the next user turn
-        will follow them), so that request only evaluates what is new. May do nothing."""
+        will follow them), so that request only evaluates what is new. May do nothing. Ends
+        early, keeping what it evaluated, soon after `stop` is set (a reply wants the model)."""
         ...
 
     def withdraw(self) -> None:
@@ -139,10 +142,12 @@ class PrefixStateStore(Protocol):
     evaluate that prefix again. Optional: check with `isinstance(llm, PrefixStateStore)`."""
 
     def save_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
-                          tools: Sequence[ToolSpec] = ()) -> Path | None:
+                          tools: Sequence[ToolSpec] = (),
+                          stop: threading.Event | None = None) -> Path | None:
         """Evaluate `messages` (and `tools` as every request offers them) if needed and save
         the state for exactly their tokens into `directory`; the file, or None when there is
-        nothing to save. Raises OutputError when the file cannot be written."""
+        nothing to save or `stop` was set before it was evaluated. Raises OutputError when
+        the file cannot be written."""
         ...
 
     def restore_prefix_state(self, messages: list[ChatMessage], directory: Path, *,

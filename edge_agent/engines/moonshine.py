@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent.engines.base import RecognizedWord, Transcript
+from edge_agent.engines.cpu_share import CpuShare, at_work
 from edge_agent.engines.ort_session import open_session
 from edge_agent.errors import ModelFileError
 from edge_agent.printable import shown
@@ -91,7 +92,9 @@ class MoonshineRecognizer:
 
     sample_rate = 16000
 
-    def __init__(self, model_dir: Path, threads: int = 1) -> None:
+    def __init__(self, model_dir: Path, threads: int = 1, share: CpuShare | None = None
+                 ) -> None:
+        """With `share`, the recognizer marks itself at work there while it transcribes."""
         from edge_agent.engines.ort_model import (
             load_ort_as_onnx,
             quantized_weights_to_matmul_nbits,
@@ -101,6 +104,8 @@ class MoonshineRecognizer:
             if not (model_dir / name).is_file():
                 raise ModelFileError(model_dir / name, "missing")
         self._tokens = read_tokenizer(model_dir / "tokenizer.bin")
+        self._threads = threads
+        self._share = share
         sessions = []
         for name in MODEL_FILES[:2]:
             try:
@@ -166,9 +171,10 @@ class MoonshineRecognizer:
         samples = np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
         if samples.size < self.sample_rate // 10:
             return ""  # shorter than the encoder's receptive field is worth
-        hidden = self._encoder.run(None, {"input_values": samples[np.newaxis, :]})[0]
         limit = 4 + math.ceil(samples.size / self.sample_rate * _TOKENS_PER_SECOND)
-        return self._decode(self._generate(hidden, limit))
+        with at_work(self._share, self._threads):
+            hidden = self._encoder.run(None, {"input_values": samples[np.newaxis, :]})[0]
+            return self._decode(self._generate(hidden, limit))
 
     def _generate(self, hidden: Any, limit: int) -> list[int]:
         empty = np.zeros((1, self._heads, 0, self._head_size), dtype=np.float32)

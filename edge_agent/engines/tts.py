@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.engines.base import SpeechAudio
+from edge_agent.engines.cpu_share import CpuShare, at_work
 from edge_agent.engines.ort_session import open_session
 from edge_agent.engines.speech_text import sanitize_for_speech, split_speech_text
 from edge_agent.errors import ModelFileError
@@ -50,25 +51,30 @@ class PiperSpeech:
     Text of any length is synthesized in bounded pieces, so memory does not grow with it.
     """
 
-    def __init__(self, voice: Any, length_scale: float | None = None) -> None:
-        """`voice`: a loaded `piper.PiperVoice` with alignments (see `load`)."""
+    def __init__(self, voice: Any, length_scale: float | None = None, *, threads: int = 1,
+                 share: CpuShare | None = None) -> None:
+        """`voice`: a loaded `piper.PiperVoice` with alignments (see `load`), on `threads`;
+        with `share`, it marks itself at work there while it synthesizes."""
         from piper import SynthesisConfig
 
         self._voice = voice
         self._length_scale = length_scale
+        self._threads = threads
+        self._share = share
         self._syn_config = SynthesisConfig(length_scale=length_scale)
         self.sample_rate: int = int(self._voice.config.sample_rate)
 
     @classmethod
     def load(cls, model_path: Path, config_path: Path | None = None,
-             length_scale: float | None = None, threads: int = 1) -> PiperSpeech:
+             length_scale: float | None = None, threads: int = 1,
+             share: CpuShare | None = None) -> PiperSpeech:
         """The voice at `model_path` (its config next to it unless given), on `threads`."""
         config = read_voice_config(config_path or voice_config_path(model_path))
         try:
             voice = _load_voice(model_path, config, threads)
         except Exception as exc:
             raise ModelFileError(model_path, f"Piper cannot load it as a voice ({exc})") from None
-        return cls(voice, length_scale)
+        return cls(voice, length_scale, threads=threads, share=share)
 
     def synthesize(self, text: str, length_scale: float | None = None) -> SpeechAudio:
         """`text` as speech with word timings; `length_scale` overrides the voice's rate.
@@ -132,14 +138,15 @@ class PiperSpeech:
         pcm = bytearray()
         phoneme_words: list[PhonemeWord] = []
         aligned = True
-        for chunk in self._voice.synthesize(text, config, include_alignments=True):
-            offset = len(pcm) // 2
-            if chunk.phoneme_alignments:
-                pairs = [(a.phoneme, int(a.num_samples)) for a in chunk.phoneme_alignments]
-                phoneme_words.extend(split_phoneme_words(pairs, offset))
-            else:
-                aligned = False
-            pcm.extend(chunk.audio_int16_bytes)
+        with at_work(self._share, self._threads):
+            for chunk in self._voice.synthesize(text, config, include_alignments=True):
+                offset = len(pcm) // 2
+                if chunk.phoneme_alignments:
+                    pairs = [(a.phoneme, int(a.num_samples)) for a in chunk.phoneme_alignments]
+                    phoneme_words.extend(split_phoneme_words(pairs, offset))
+                else:
+                    aligned = False
+                pcm.extend(chunk.audio_int16_bytes)
         return bytes(pcm), phoneme_words, aligned
 
     def _phoneme_bound(self, length_scale: float | None) -> int:

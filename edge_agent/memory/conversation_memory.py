@@ -267,15 +267,15 @@ class ConversationMemory:
         return self._ready is None and self.context.fold_due() is not None
 
     async def fold(self, run_on_model: RunOnModel) -> None:
-        """Summarize the next block on the model's thread (preempted by speech); the result
-        waits in `ready` until `apply_ready_fold`."""
+        """Summarize the next block on the model's thread, preempted by `stop_background`
+        (speech began, a reply wants the model: the caller clears it before, in the same step
+        as it decides to fold); the result waits in `ready` until `apply_ready_fold`."""
         context = self.context
         due = context.fold_due()
         if due is None:
             return
         first, end = due
         lines = heard_lines(context.history.turns[first:end])
-        self.stop_background.clear()
         try:
             summary = await run_on_model(self._summarizer.summarize, context.summary, lines,
                                          self.stop_background)
