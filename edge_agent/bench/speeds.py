@@ -113,7 +113,7 @@ def run_speeds(tts: TextToSpeech, stt: SpeechRecognizer, llm: LlamaLanguageModel
                  for text in texts[:3]]
         for beside in (["voice"], ["voice", "recognizer"]):
             together.append(_together(llm, tts, stt, texts, clips, prompts, beside, alone))
-            progress(f"LLM with the {' and the '.join(beside)} at work: "
+            progress(f"LLM beside {' + '.join(beside)}: "
                      f"{together[-1]['tokens_per_s']['p50']:.1f} tokens/s "
                      f"({together[-1]['share_of_alone']:.0%} of alone)")
     return {
