@@ -17,12 +17,16 @@ def seconds(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """A whole number of at least 1."""
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1."""
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -30,10 +34,7 @@ def positive_int(text: str) -> int:
 
 def busy_count(text: str) -> int:
     """A number of busy processes beside the agent: 0 to 64."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    value = _whole_number(text)
     if not 0 <= value <= 64:
         raise argparse.ArgumentTypeError(f"must be between 0 and 64, got {value}")
     return value

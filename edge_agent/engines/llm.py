@@ -125,18 +125,9 @@ class LlamaLanguageModel:
         if cached >= len(tokens):
             return True
         llama.n_tokens = cached
-        if stop is None:
-            self._take_free_cores()
-            llama.eval(tokens[cached:])
-            return True
-        done = cached
-        while done < len(tokens):
-            self._take_free_cores()  # the recognizer may have begun meanwhile
-            chunk = tokens[done:done + self._pacer.size()]
-            if not llm_state.evaluate(llama, chunk, stop, self._pacer):
-                return False
-            done += len(chunk)
-        return True
+        # Threads are chosen again before each chunk: the recognizer may have begun meanwhile.
+        return llm_state.evaluate(llama, tokens[cached:], stop, self._pacer,
+                                  self._take_free_cores)
 
     def _take_free_cores(self) -> None:
         """Run the next steps on the cores nobody else needs now (all `threads` without a

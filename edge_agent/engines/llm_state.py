@@ -30,7 +30,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,18 +80,23 @@ class ChunkPacer:
 
 
 def evaluate(llama: Any, tokens: Sequence[int], stop: threading.Event | None,
-             pacer: ChunkPacer) -> bool:
+             pacer: ChunkPacer, before_chunk: Callable[[], None] | None = None) -> bool:
     """Evaluate `tokens` after the `llama.n_tokens` the context holds. Without `stop`, in one
     call; with it, in paced chunks, returning False as soon as `stop` is set between chunks
-    (what was evaluated stays: `n_tokens` counts it). True when all tokens were evaluated."""
+    (what was evaluated stays: `n_tokens` counts it). True when all tokens were evaluated.
+    `before_chunk` runs before each call to llama.cpp (the reply model picks its threads)."""
     if stop is None:
         if tokens:
+            if before_chunk is not None:
+                before_chunk()
             llama.eval(list(tokens))
         return True
     done = 0
     while done < len(tokens):
         if stop.is_set():
             return False
+        if before_chunk is not None:
+            before_chunk()
         chunk = list(tokens[done: done + pacer.size()])
         started = time.perf_counter()
         llama.eval(chunk)
