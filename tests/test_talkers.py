@@ -197,3 +197,16 @@ def test_in_a_quiet_room_a_pause_does_not_raise_what_reopens_the_gate() -> None:
     _through(gate, _tone(1.0, -15.0), speaking=True)
     _through(gate, _tone(1.0, -70.0), speaking=False)  # a pause
     assert all(_through(gate, _tone(1.0, -30.0), speaking=True)[4:])  # a quiet word after it
+
+
+def test_a_phrases_falling_last_words_stay_in_but_do_not_reopen_the_gate() -> None:
+    gate = LevelGate(SETTINGS, RATE)
+    _through(gate, _tone(3.0, -28.0), speaking=False)  # two bystanders, before anyone spoke
+    _through(gate, _tone(1.0, -16.0), speaking=True)  # the caller
+    assert abs(gate.threshold_db - (-22.0)) < 0.5
+    # Their last words fall under the threshold (the gate alone shut 0.7 s into them), yet
+    # stay well over the room: the open gate holds them.
+    assert all(_through(gate, _tone(1.0, -23.0), speaking=True))
+    assert not any(_through(gate, _tone(1.0, -28.0), speaking=True)[-10:])  # a pause: shut
+    # Shut, the same level does not open it again: only the threshold does.
+    assert not any(_through(gate, _tone(0.5, -23.0), speaking=True))
