@@ -277,7 +277,10 @@ def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
         pulse_audio: pulse.PulseServer, tmp_path: Path) -> None:
     """The microphone hears the speaker through PulseAudio (a loopback 40 ms late, 6 dB down:
     a kiosk), so what the canceller gets is what a real device clock gives. The agent's own
-    voice never cuts its reply; "Wait, stop." over it does, and is heard."""
+    voice never cuts its reply; "Wait, stop." over it does, and is heard. ("Wait" is said over
+    the agent's voice: the canceller's double-talk suppression may take its first sound before
+    the agent pauses ("Great stop.", 1 run in 4 with the talker gate off, 2 in 4 on): the word
+    said after the pause is what must be heard.)"""
     module = pulse_audio.echo_path(gain=0.5, latency_ms=40)
     config = write_scripted_config(tmp_path, (LONG_REPLY, "Okay."))
     question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
@@ -291,7 +294,7 @@ def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
             assert not agent.out.wait_for(r"agent was cut", 0), agent.report()
             assert pulse_audio.play(stop_it).wait(30) == 0
             assert agent.out.wait_for(r"agent was cut", 10), agent.report()
-            assert agent.out.wait_for(r"(?i)agent heard +: wait", 10), agent.report()
+            assert agent.out.wait_for(r"(?i)agent heard +: .*\bstop\b", 10), agent.report()
     finally:
         pulse_audio.pactl("unload-module", module)
     data = json.loads(record.read_text(encoding="utf-8"))
@@ -301,4 +304,4 @@ def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
     assert unit["generated"] == LONG_REPLY and unit["interrupted"]
     assert unit["heard"] and LONG_REPLY.startswith(unit["heard"])
     users = [t["text"] for t in data["turns"] if t["role"] == "user"]
-    assert len(users) == 2 and normalize(users[1])[0] == "wait", users
+    assert len(users) == 2 and "stop" in normalize(users[1]), users

@@ -72,8 +72,8 @@ class ListeningScenario:
     """`[audio] noise_suppression` for the call."""
     talkers: tuple[Talker, ...] = ()
     """Other people talking in the room."""
-    talker_gate: str = "off"
-    """`[audio] talker_gate` for the call."""
+    talker_gate: str | None = None
+    """`[audio] talker_gate` for the call (None: as the config has it)."""
 
 
 def _two_talkers(level_db: float) -> tuple[Talker, ...]:
@@ -89,7 +89,8 @@ LISTENING_SCENARIOS = (
     ListeningScenario("steady noise -35 dBFS pink, suppression on",
                       dataclasses.replace(ROOM, echo_gain=0.3, noise_db=-35.0), "on"),
     ListeningScenario("two talkers 10 dB down, talker gate off",
-                      dataclasses.replace(ROOM, echo_gain=0.3), talkers=_two_talkers(-10.0)),
+                      dataclasses.replace(ROOM, echo_gain=0.3), talkers=_two_talkers(-10.0),
+                      talker_gate="off"),
     ListeningScenario("two talkers 10 dB down, talker gate level",
                       dataclasses.replace(ROOM, echo_gain=0.3), talkers=_two_talkers(-10.0),
                       talker_gate="level"),
@@ -187,14 +188,15 @@ def _listening(config: Config, scenario: ListeningScenario, plan: RoomsPlan,
     questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(plan.listening_lines)]
     say(f"{len(questions)} questions, {scenario.name}")
     call = questions_call(scenario.room, questions, SHORT_REPLY, scenario.talkers)
-    record = calls(room_config(config, scenario.noise_suppression, scenario.talker_gate), call)
+    call_config = room_config(config, scenario.noise_suppression, scenario.talker_gate)
+    record = calls(call_config, call)
     outcomes = line_outcomes(call, record["events"])
     say(f"  WER {wer_percent(outcomes)} %")
     return {"scenario": scenario.name, "echo_gain": scenario.room.echo_gain,
             "noise_db": scenario.room.noise_db, "noise_kind": scenario.room.noise_kind,
             "noise_suppression": scenario.noise_suppression,
             "talkers_db": [t.level_db for t in scenario.talkers],
-            "talker_gate": scenario.talker_gate,
+            "talker_gate": call_config.audio.talker_gate,
             "wer_percent": wer_percent(outcomes), "lines": [line_json(o) for o in outcomes],
             "unsaid": len(call.lines) - len(outcomes)}
 

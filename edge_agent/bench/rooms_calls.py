@@ -72,12 +72,13 @@ def _quiet(line: str) -> None:
 
 
 def room_config(config: Config, noise_suppression: str = "off",
-                talker_gate: str = "off") -> Config:
+                talker_gate: str | None = None) -> Config:
     """`config` with the canceller on (whatever the user's `[audio]` says: it is what is
-    measured), noise suppression and the talker gate as given."""
+    measured), noise suppression as given, and the talker gate as given (None: as the config
+    has it)."""
     return dataclasses.replace(config, audio=dataclasses.replace(
         config.audio, echo_cancel="on", noise_suppression=noise_suppression,
-        talker_gate=talker_gate))
+        talker_gate=config.audio.talker_gate if talker_gate is None else talker_gate))
 
 
 def interruption_call(room: Room, questions: Sequence[str], interruptions: Sequence[str],
