@@ -64,9 +64,13 @@ moments through (20 / 44, turns of their own); per-frame levels let 3 % of their
 through; handing the recognizer ungated frames until 500 ms of quiet added their words after
 the caller's (20-25 / 44).
 
-On by default ([audio] talker_gate = "level"): in a quiet room the threshold stays within the
-margin of the room, so nothing of the caller's is muted; without it a turn never ends while
-people talk nearby. `floor_db` is the installer's knob for a kiosk whose callers are always far
+Off by default for now ([audio] talker_gate = "level" turns it on), though in a quiet room the
+threshold stays within the margin of the room, so nothing of the caller's is muted, and without
+it a turn never ends while people talk nearby: with it on by default, an interruption over a
+loudspeaker (the PulseAudio rig, echo 6 dB down) failed twice in two full test runs, once with
+its first word clipped (the gate opens ~0.1 s into speech over the agent, so the agent pauses
+later and the canceller's double-talk suppression takes more of it), once judged the agent's own
+voice. `floor_db` is the installer's knob for a kiosk whose callers are always far
 louder than its room: between the two (-21 dBFS for the simulator's two talkers), background
 speech alone opens no turn at all.
 
