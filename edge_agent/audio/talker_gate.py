@@ -219,25 +219,22 @@ class LevelGate:
         caller's quietest words), and never under the floor."""
         return self._threshold_db(self._settings.margin_db)
 
-    def _opening_threshold_db(self) -> float:
-        """The threshold, with the near talker's part at `reopen_margin_share` of the margin
-        once the gate was closed `reopen_after_ms` (the room's cap stays the same)."""
-        margin = self._settings.margin_db
-        if self._quiet_for > self._reopen_samples:
-            return self._threshold_db(margin * self._settings.reopen_margin_share)
-        return self._threshold_db(margin)
-
-    def _stays_open(self, level: float, speaking: bool) -> bool:
-        """Within an utterance, a gate that is open stays open a little under the threshold:
-        `stay_under_db` under it, yet `stay_over_room_db` over the room (hysteresis; once it
-        closed, the threshold opens it again)."""
-        if not speaking or self._quiet_for > 0 or self.near_level_db is None:
-            return False
+    def _needed_db(self, speaking: bool) -> float:
+        """The level this frame needs to keep or open the gate: the threshold; with the near
+        talker's part at `reopen_margin_share` of the margin once the gate was closed
+        `reopen_after_ms` (the room's cap stays the same); and, while open inside an
+        utterance, down to `stay_under_db` under the threshold yet `stay_over_room_db` over the
+        room (hysteresis: once closed, the threshold opens it again)."""
         settings = self._settings
-        lowest = self.threshold_db - settings.stay_under_db
+        if self._quiet_for > self._reopen_samples:
+            return self._threshold_db(settings.margin_db * settings.reopen_margin_share)
+        threshold = self.threshold_db
+        if not speaking or self._quiet_for > 0 or self.near_level_db is None:
+            return threshold
+        staying = threshold - settings.stay_under_db
         if self.room_level_db is not None:
-            lowest = max(lowest, self.room_level_db + settings.stay_over_room_db)
-        return level >= max(lowest, settings.floor_db)
+            staying = max(staying, self.room_level_db + settings.stay_over_room_db)
+        return min(threshold, max(staying, settings.floor_db))
 
     def _threshold_db(self, under_near_db: float) -> float:
         """`under_near_db` under the near talker, at most `margin_db` over the room, at least
@@ -259,7 +256,7 @@ class LevelGate:
         level = self._smoothed_level(frame)
         if self._of_the_room(level, speaking):
             self._hear_room(level, len(frame) // 2)
-        if level >= self._opening_threshold_db() or self._stays_open(level, speaking):
+        if level >= self._needed_db(speaking):
             self._quiet_for = 0
             if speaking:
                 self._learn(level)
