@@ -39,6 +39,7 @@ from edge_agent.engines.llm import (
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable
+from edge_agent.engines.turn_end import SmartTurn
 from edge_agent.engines.vad import SileroVad
 from edge_agent.errors import ConfigError, ModelFileError
 from edge_agent.events import EventLog, Notice
@@ -122,9 +123,14 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
         llm_name = f"llama.cpp ({paths['llm'].name})"
     with _fix_hint(config, catalog, "vad"):
         vad = SileroVad(paths["vad"])
-    engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts)
+    turn_end = None
     names = {"vad": f"silero ({paths['vad'].name})", "stt": config.stt_engine, "llm": llm_name,
              "tts": f"piper ({voice.name})"}
+    if "turn" in paths:
+        with _fix_hint(config, catalog, "turn"):
+            turn_end = SmartTurn(paths["turn"])
+        names["turn_end"] = f"smart-turn ({paths['turn'].name})"
+    engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts, turn_end=turn_end)
     return engines, names
 
 
@@ -184,7 +190,10 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
         endpoint=EndpointRules(complete_ms=vad.end_silence_complete_ms,
                                incomplete_ms=vad.end_silence_incomplete_ms,
                                unknown_ms=vad.end_silence_ms,
-                               speculate_ms=vad.speculate_after_ms),
+                               speculate_ms=vad.speculate_after_ms,
+                               sound_done_ms=vad.end_silence_sound_ms,
+                               sound_threshold=vad.end_model_threshold,
+                               sound_hold_below=vad.end_model_hold_below),
         preroll_ms=vad.preroll_ms,
         turns=TurnRules(pause_on_speech=turns.pause_on_speech,
                         barge_in_min_ms=turns.barge_in_min_ms,

@@ -74,6 +74,10 @@ def add_parser(commands: Any) -> None:
                          help="the caller's voice, a clip-set voice (e.g. espeak-us, "
                               "espeak-rp-m3; see `bench stt`); default: the agent's voice")
     latency.add_argument("--busy", type=busy_count, default=0, metavar="N", help=BUSY_HELP)
+    latency.add_argument("--lines", choices=("questions", "natural"), default="questions",
+                         help="the caller's turns: written questions (the default), or turns "
+                              "as people end them (on a comma, in two words, some with a "
+                              "0.5 s pause inside, which must not end them)")
 
     corpus = _part_parser(
         benchmarks, "backchannel", "the backchannel classifier on a corpus of Piper-spoken "
@@ -216,7 +220,7 @@ def _latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], 
     print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on a "
           f"private PulseAudio server (about {args.exchanges * 12} s)...", flush=True)
     result = latency_part(_workbench(config), args.exchanges, args.seed, args.llm, args.caller,
-                          busy=args.busy)
+                          busy=args.busy, lines=args.lines)
     return result, table(result)
 
 

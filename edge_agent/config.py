@@ -68,7 +68,18 @@ class VadConfig:
     end_silence_incomplete_ms: int = 1000
     """Silence that ends a turn whose words stop mid-phrase ("a table for…", "um")."""
     speculate_after_ms: int = 128
-    """Silence after which the words are transcribed and the answer prepared (not played)."""
+    """Silence after which the words are transcribed, the end-of-turn model asked and the
+    answer prepared (not played)."""
+    end_model: str = "smart-turn-v3.2"
+    """Audio end-of-turn model, asked whether a turn sounds finished: a name from `edge-agent
+    models list`, a path to a Smart Turn v3 .onnx file, or "off" (the words alone decide)."""
+    end_model_threshold: float = 0.5
+    """Its probability at or above which a turn sounds finished (0..1)."""
+    end_model_hold_below: float = 0.2
+    """Under this probability even a finished sentence ("Can we sit outside?" said as the
+    start of more) is held for end_silence_incomplete_ms (0..1; at most end_model_threshold)."""
+    end_silence_sound_ms: int = 160
+    """Silence that ends a turn that sounds finished (unless its words stop mid-phrase)."""
     preroll_ms: int = 256
     """Audio before the onset that is still sent to the recognizer."""
 
@@ -269,10 +280,14 @@ class Config:
                 ModelUse("tts", self.tts.voice, "tts.voice")]
         if with_llm and self.llm.engine == "llama":
             uses.append(ModelUse("llm", self.llm.model, "llm.model"))
+        if self.vad.end_model != END_MODEL_OFF:
+            uses.append(ModelUse("turn", self.vad.end_model, "vad.end_model"))
         return uses
 
 
 POCKETSPHINX_MODEL = "pocketsphinx-en-us"
+END_MODEL_OFF = "off"
+"""`[vad] end_model` when no end-of-turn model is asked."""
 STT_ENGINES = ("moonshine", "pocketsphinx", "vosk")
 """The recognizers `[stt] engine` names (besides "auto")."""
 
@@ -282,7 +297,7 @@ class ModelUse:
     """One model a config refers to."""
 
     kind: str
-    """"vad", "stt", "llm" or "tts"."""
+    """"vad", "stt", "llm", "tts" or "turn" (the end-of-turn model)."""
     reference: str
     """A model name from the manifest, or a path."""
     key: str

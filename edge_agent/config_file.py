@@ -47,6 +47,15 @@ _BOUNDS: dict[str, Bounds] = {
     "vad.end_silence_complete_ms": _SILENCE,
     "vad.end_silence_incomplete_ms": _SILENCE,
     "vad.speculate_after_ms": Bounds(32, 10000),
+    "vad.end_silence_sound_ms": Bounds(0, 10000, advised=(96, 3000),
+                                       advice="the agent answers before the caller could go on"),
+    "vad.end_model_threshold": Bounds(
+        0.0, 1.0, open_low=True, open_high=True,
+        why="at 0 every turn sounds finished, at 1 none does",
+        advised=(0.2, 0.9), advice="pauses are taken for ends, or the model is never believed"),
+    "vad.end_model_hold_below": Bounds(
+        0.0, 1.0, advised=(0.0, 0.5),
+        advice="finished sentences are held for the long silence whenever the model doubts"),
     "vad.preroll_ms": Bounds(0, 2000),
     "tools.max_hops": Bounds(0, 20),
     "llm.context_tokens": Bounds(256, 131072),
@@ -155,6 +164,11 @@ def parse_config(text: str, source: str) -> Config:
                           f"must not exceed the shortest end-of-turn silence "
                           f"({min(vad.end_silence_ms, vad.end_silence_complete_ms)} ms): the "
                           "answer is prepared before the turn may end")
+    if vad.end_model_hold_below > vad.end_model_threshold:
+        raise ConfigError(source, "vad.end_model_hold_below",
+                          f"must not exceed vad.end_model_threshold ({vad.end_model_threshold}): "
+                          "a finished sentence would be held where words that say nothing "
+                          "would not")
     _check_llm_room(config.llm, source)
     if config.memory.fold_turns > config.turns.history_turns:
         validate.warn(source, "memory.fold_turns",

@@ -29,7 +29,7 @@ import numpy as np
 
 from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
-from edge_agent.config import Config, ModelUse
+from edge_agent.config import END_MODEL_OFF, Config, ModelUse
 from edge_agent.doctor import CheckRecord, Context, Emit, check, failure, guarded, lower_first
 from edge_agent.engines import llama_build
 from edge_agent.engines.engine_check import EngineCheckFailed, EngineCrash, check_engine
@@ -243,8 +243,10 @@ def _dbfs(level: float) -> float:
 # -- models ----------------------------------------------------------------------------------
 
 def model_names(context: Context) -> Sequence[str]:
-    """Always these: the LLM line says so when it is scripted."""
-    return tuple(f"model {kind}" for kind in ("vad", "stt", "tts", "llm"))
+    """Always these (the LLM line says so when it is scripted), and the end-of-turn model's
+    when one is configured."""
+    turn = ("turn",) if context.config.vad.end_model != END_MODEL_OFF else ()
+    return tuple(f"model {kind}" for kind in ("vad", "stt", "tts", "llm", *turn))
 
 
 def models(context: Context, emit: Emit) -> None:

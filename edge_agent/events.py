@@ -33,7 +33,10 @@ class UserSpeechEnded:
     """Seconds of microphone audio when the end-of-turn silence completed."""
     silence_ms: int = 0
     """The silence that ended it (the speech itself ended this much earlier); it depends on
-    the words (see `conversation.endpoint`)."""
+    the words and the sound (see `conversation.endpoint`)."""
+    sounded_finished: float | None = None
+    """The end-of-turn model's probability that the turn sounded finished, as the loop had it
+    when the turn ended (None: no model, or its verdict was not back)."""
 
 
 @dataclass(frozen=True)

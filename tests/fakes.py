@@ -81,6 +81,25 @@ class FakeRecognizer:
         return Transcript(text, words)
 
 
+class FakeTurnEnd:
+    """The end-of-turn model: says the scripted probabilities in order, one per question (the
+    last again once they run out; an exception is raised); keeps how much audio each question
+    carried."""
+
+    sample_rate = 16000
+
+    def __init__(self, probabilities: Sequence[float | Exception]) -> None:
+        self._probabilities = list(probabilities)
+        self.asked_samples: list[int] = []
+
+    def complete_probability(self, pcm: bytes) -> float:
+        self.asked_samples.append(len(pcm) // 2)
+        said = self._probabilities.pop(0) if len(self._probabilities) > 1 else self._probabilities[0]
+        if isinstance(said, Exception):
+            raise said
+        return said
+
+
 Reply = str | Sequence[str | ToolCall]
 """A scripted reply: text, or text pieces and tool calls in the order the model emits them."""
 

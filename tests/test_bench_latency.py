@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_agent.bench.latency import latency_call
+from edge_agent.bench.latency import (
+    MID_TURN_PAUSE_S,
+    NATURAL_LINES,
+    PAUSE_MARK,
+    latency_call,
+    with_pauses,
+)
 from edge_agent.bench.latency_figures import ScriptedLine, analyze, from_events
 from edge_agent.bench.recording import audible_spans
 
@@ -89,6 +95,44 @@ def test_the_quick_call_interrupts_every_second_exchange_with_its_own_reply() ->
     assert [line.kind for line in script] == ["question", "backchannel", "question",
                                               "interruption"]
     assert call.replies is not None and set(call.replies) == {"Short."}
+
+
+def test_a_question_taken_as_two_turns_counts_as_cut_off() -> None:
+    script = [ScriptedLine("question", "I'd like a table for | four people."),
+              ScriptedLine("backchannel", "yeah"),
+              ScriptedLine("question", "Six people,")]
+    events = [
+        _spoke(1.0, "I'd like a table for | four people."),
+        {"type": "UserSpeechEnded", "at": 2.3, "silence_ms": 300},
+        {"type": "UserTurn", "at": 2.31, "text": "I'd like a table for it."},
+        {"type": "UserSpeechEnded", "at": 3.9, "silence_ms": 300},
+        {"type": "UserTurn", "at": 3.91, "text": "Four people."},
+        _spoke(5.0, "yeah"),
+        _spoke(8.0, "Six people,"),
+        {"type": "UserSpeechEnded", "at": 9.0, "silence_ms": 160},
+        {"type": "UserTurn", "at": 9.01, "text": "Six people."},
+    ]
+    assert from_events(script, events)["questions_cut_off"] == 1
+
+
+def test_the_natural_call_takes_its_turns_from_the_natural_lines() -> None:
+    _, script = latency_call(3, seed=1, scripted=True, questions=NATURAL_LINES)
+    questions = [line.say for line in script if line.kind == "question"]
+    assert questions == list(NATURAL_LINES[:3])
+    assert any(PAUSE_MARK in line for line in NATURAL_LINES)
+
+
+def test_a_pause_inside_a_line_is_that_long_from_sound_to_sound() -> None:
+    def said(text: str) -> bytes:  # a voice with 0.25 s of its own silence around each part
+        samples = np.zeros(RATE, dtype=np.int16)
+        _tone(samples, 0.25, 0.75)
+        return samples.tobytes()
+
+    line = np.frombuffer(with_pauses("I'd like a table for | four.", said, RATE), dtype=np.int16)
+    spans = audible_spans(line, bridge_ms=0)
+    assert len(spans) == 2
+    assert spans[1][0] - spans[0][1] == pytest.approx(MID_TURN_PAUSE_S, abs=0.002)
+    assert np.frombuffer(with_pauses("Six people,", said, RATE), dtype=np.int16).size == RATE
 
 
 def _spoke(at: float, text: str) -> dict[str, object]:

@@ -70,7 +70,7 @@ def _doctor(config: Path, env: dict[str, str], *args: str) -> subprocess.Complet
 def _lines(stdout: str) -> dict[str, str]:
     """Check name -> its whole line."""
     names = [*AUDIO_LINES, "config", "data dir", "cpu", "ram", "disk", "memory db",
-             "echo cancel", "model vad", "model stt", "model tts", "model llm"]
+             "echo cancel", "model vad", "model stt", "model tts", "model llm", "model turn"]
     found = {}
     for line in stdout.splitlines():
         for name in names:
@@ -149,8 +149,8 @@ def test_doctor_passes_on_the_virtual_devices(pulse_audio: pulse.PulseServer,
     assert set(record) == {"checks", "ok", "machine"} and record["ok"] is True
     assert all(set(c) == {"name", "status", "detail", "fix"} for c in record["checks"])
     assert all(c["status"] in ("ok", "warn") for c in record["checks"])
-    assert [c["name"] for c in record["checks"]][-4:] == [
-        "model vad", "model stt", "model tts", "model llm"]
+    assert [c["name"] for c in record["checks"]][-5:] == [
+        "model vad", "model stt", "model tts", "model llm", "model turn"]
     machine = record["machine"]
     assert machine["cpu_cores"] >= 1 and machine["mem_available_bytes"] > 0
     assert machine["disk_free_bytes"] > 0 and len(machine["load_average"]) == 3

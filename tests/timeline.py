@@ -29,7 +29,15 @@ from edge_agent.memory.summarizer import Summarizer
 from edge_agent.memory.writer import StoreWriter
 from edge_agent.owner import Owner
 from edge_agent.session import SessionRecord, session_record
-from tests.fakes import FakeLanguageModel, FakeRecognizer, FakeSpeech, FakeVad, InlineOwner, Reply
+from tests.fakes import (
+    FakeLanguageModel,
+    FakeRecognizer,
+    FakeSpeech,
+    FakeTurnEnd,
+    FakeVad,
+    InlineOwner,
+    Reply,
+)
 
 TURN_RULES = {f.name for f in dataclasses.fields(TurnRules)}
 ENDPOINT_RULES = {f.name for f in dataclasses.fields(EndpointRules)}
@@ -59,6 +67,13 @@ class Harness:
     wall: Callable[[], datetime] = utc_now
     keep_audio: bool = False
     """Keep the caller's and the agent's audio in the database (needs `db_path`)."""
+    sounds: list[float | Exception] | None = None
+    """The end-of-turn model's verdicts, in order (None: no model)."""
+    turn_end_delay: float = 0.0
+    """Seconds each verdict of the end-of-turn model takes (on the virtual clock)."""
+    real: Engines | None = None
+    """Real engines to use instead of the fakes: its VAD, recognizer and end-of-turn model
+    (the language model and the voice stay scripted)."""
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
@@ -79,11 +94,14 @@ class Harness:
                                       pause_on_speech=self.pause_on_speech, **turns),
             **rest,
         )
+        self.turn_end = FakeTurnEnd(self.sounds) if self.sounds is not None else None
         engines = Engines(FakeVad(), FakeRecognizer(self.transcripts, partials=self.partials),
-                          self.llm, self.tts)
+                          self.llm, self.tts, self.turn_end)
+        if self.real is not None:
+            engines = dataclasses.replace(self.real, llm=self.llm, tts=self.tts)
 
         def owner(name: str) -> Owner:
-            delay = self.tts_delay if name == "tts" else 0.0
+            delay = {"tts": self.tts_delay, "turn-end": self.turn_end_delay}.get(name, 0.0)
             return InlineOwner(name, self.clock, delay)
 
         self.writer: StoreWriter | None = None

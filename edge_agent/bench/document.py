@@ -48,9 +48,10 @@ class ModelInfo(TypedDict):
     """A model the configuration uses."""
 
     kind: str
-    """"vad", "stt", "tts" or "llm"."""
+    """"vad", "stt", "tts", "llm" or "turn" (the end-of-turn model)."""
     engine: str
-    """What runs it: silero, moonshine, pocketsphinx, vosk, piper, llama.cpp or scripted."""
+    """What runs it: silero, moonshine, pocketsphinx, vosk, piper, llama.cpp, scripted or
+    smart-turn."""
     name: str
     """The config's reference: a catalog name or a path."""
     path: str

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent.audio import pulse_rig
-from edge_agent.audio.pcm import resample, write_wav
+from edge_agent.audio.pcm import resample, silence, write_wav
 from edge_agent.bench.latency_figures import ScriptedLine, analyze
 from edge_agent.bench.needs import SoundServerUnavailable
 from edge_agent.clock import MonotonicClock
@@ -48,6 +48,26 @@ QUESTIONS = (
     "Do you take credit cards?",
     "Is the terrace open in the evening?",
 )
+NATURAL_LINES = (
+    "Six people,",
+    "It's for my daughter's birthday, | she turns ten.",
+    "Tomorrow evening, around eight,",
+    "I'd like a table for | four people.",
+    "Yes, please,",
+    "Can we sit outside, | on the terrace?",
+    "The vegetarian menu,",
+    "Thank you,",
+)
+"""Turns as people end them, not as written questions: on a comma, in two words, after a
+pause in the middle (" | ": `MID_TURN_PAUSE_S` of silence). The words say nothing about being
+finished (the recognizer writes the comma it hears), so the end of the turn is the sound's
+to judge; a pause inside a line must not end it."""
+LINE_SETS = {"questions": QUESTIONS, "natural": NATURAL_LINES}
+"""`bench latency --lines`."""
+PAUSE_MARK = " | "
+MID_TURN_PAUSE_S = 0.5
+"""A pause inside a caller's line: people pause 0.3-0.8 s mid-turn (under the recording's
+600 ms bridge, so the line stays one span of the caller's channel)."""
 BACKCHANNELS = ("mm-hmm", "yeah", "okay", "right", "I see", "sure")
 INTERRUPTIONS = (
     "Wait, what about Sunday?",
@@ -66,16 +86,18 @@ SHORT_REPLY = ("We open at nine in the morning and close at eleven at night. The
 
 
 def latency_call(exchanges: int, seed: int, scripted: bool, reply: str = REPLY,
-                 interrupt_every: int = 3) -> tuple[CallScript, list[ScriptedLine]]:
-    """The call, and its caller lines with their kinds: every exchange a question, then, while
-    the agent answers, a backchannel or, every `interrupt_every`-th exchange, an interruption.
-    `scripted`: the agent answers every line with `reply` (else the configured LLM does)."""
+                 interrupt_every: int = 3, questions: Sequence[str] = QUESTIONS
+                 ) -> tuple[CallScript, list[ScriptedLine]]:
+    """The call, and its caller lines with their kinds: every exchange a question (taken in
+    turn from `questions`), then, while the agent answers, a backchannel or, every
+    `interrupt_every`-th exchange, an interruption. `scripted`: the agent answers every line
+    with `reply` (else the configured LLM does)."""
     rng = random.Random(seed)
     lines: list[CallerLine] = []
     script: list[ScriptedLine] = []
     replies: list[str] = []
     for number in range(exchanges):
-        question = QUESTIONS[number % len(QUESTIONS)]
+        question = questions[number % len(questions)]
         lines.append(CallerLine(question, at=1.0) if number == 0
                      else CallerLine(question, after_agent_done=True, pause=0.8))
         script.append(ScriptedLine("question", question))
@@ -93,6 +115,23 @@ def latency_call(exchanges: int, seed: int, scripted: bool, reply: str = REPLY,
     call = CallScript(source="(bench latency)", lines=tuple(lines), greeting="",
                       replies=tuple(replies) if scripted else None)
     return call, script
+
+
+def with_pauses(text: str, said: Callable[[str], bytes], rate: int = pulse_rig.MIC_RATE) -> bytes:
+    """`text` spoken by `said`, each `PAUSE_MARK` a pause of `MID_TURN_PAUSE_S` between the
+    last sound before it and the first after it (the voice's own silence at the join cut)."""
+    parts = [said(part) for part in text.split(PAUSE_MARK)]
+    if len(parts) == 1:
+        return parts[0]
+    pause = silence(round(MID_TURN_PAUSE_S * rate))
+    return pause.join(audible(part) for part in parts)
+
+
+def audible(pcm: bytes, level: int = 300) -> bytes:
+    """`pcm` (int16) from its first to its last sample louder than `level`."""
+    samples = np.frombuffer(pcm, dtype=np.int16)
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > level)
+    return samples[loud[0]:loud[-1] + 1].tobytes() if loud.size else b""
 
 
 class PulseCallerVoice:
@@ -123,13 +162,15 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
     from edge_agent.runner import run_live
 
     tts = engines[0].tts
-    if caller is None:
-        lines = [(line, resample(tts.synthesize(line.say).pcm, tts.sample_rate,
-                                 pulse_rig.MIC_RATE)) for line in call.lines]
-    elif isinstance(tts, PiperSpeech):
-        lines = [(line, speak(tts, caller, line.say)) for line in call.lines]
-    else:
-        raise EngineError("a caller voice needs the Piper voice of the clip set")
+
+    def said(text: str) -> bytes:
+        if caller is None:
+            return resample(tts.synthesize(text).pcm, tts.sample_rate, pulse_rig.MIC_RATE)
+        if not isinstance(tts, PiperSpeech):
+            raise EngineError("a caller voice needs the Piper voice of the clip set")
+        return speak(tts, caller, text)
+
+    lines = [(line, with_pauses(line.say, said)) for line in call.lines]
     with contextlib.ExitStack() as stack:
         try:
             server = stack.enter_context(pulse_rig.pulse_server(tts.sample_rate, tap=True))

@@ -9,6 +9,7 @@ From the event log (the caller's onset taken when its line started playing):
 - **word error rate** of what the agent heard of each answered line;
 - **barge-in confirmed**: onset -> the interruption decided (playback cut for good);
 - **false interruptions**: backchannel lines that cut the agent off;
+- **cut off**: questions taken as two turns or more (a pause inside the line ended the turn);
 - **stages** of each answered question, from the end of the caller's speech as the agent
   heard it: transcript, request, first token, first piece, first audio.
 
@@ -101,6 +102,7 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
     turn_stages: dict[int, dict[str, float]] = {}
     said = ""
     heard_lines: list[tuple[str, str]] = []  # (line said, what the agent heard), answered lines
+    turns_per_line: dict[int, int] = {}  # script line -> user turns taken while it was said
 
     def kind() -> str:
         return script[current].kind if current is not None else "unmatched"
@@ -130,6 +132,8 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
         elif name == "UserSpeechEnded":
             speech_end = at - float(event.get("silence_ms", 0)) / 1000
         elif name == "UserTurn":
+            if current is not None:
+                turns_per_line[current] = turns_per_line.get(current, 0) + 1
             heard_lines.append((said, str(event["text"])))
             said = ""
             if speech_end is not None:
@@ -153,6 +157,10 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
         "interruptions": {"count": kinds.count("interruption"), "missed": missed},
         "backchannels": {"count": kinds.count("backchannel"),
                          "false_interruptions": false_interruptions},
+        # A question taken as two turns or more: a pause inside it ended the turn, and the
+        # agent answered part of it (audibly or not: the caller may have resumed first).
+        "questions_cut_off": sum(1 for line, turns in turns_per_line.items()
+                                 if script[line].kind == "question" and turns > 1),
         "lines_unsaid": len(script) - matched,
         "unmatched_caller_events": unmatched,
         "stages_ms": {stage: summarize(values) for stage, values in stages.items()},
@@ -168,7 +176,8 @@ def table(result: dict[str, Any]) -> str:
 
     stages = result["stages_ms"]
     lines = [
-        f"turn-taking on the real audio path: {result['exchanges']} exchanges, LLM "
+        f"turn-taking on the real audio path: {result['exchanges']} exchanges "
+        f"({result.get('line_set', 'questions')} lines), LLM "
         f"{result['engines']['llm']}, STT {result['engines']['stt']}"
         + (f", {result['busy_processes']} busy processes beside the agent"
            if result.get("busy_processes") else ""),
@@ -181,8 +190,9 @@ def table(result: dict[str, Any]) -> str:
         f"word error rate of the answered lines, through the microphone: "
         f"{result['user_turns_wer_percent']:.1f} % ({len(result['user_turns'])} lines, caller "
         f"voice: {result['caller_voice']})",
-        f"questions unanswered: {result['questions_unanswered']}; peak RSS of the process "
-        f"{result['peak_rss_mb']} MB",
+        f"questions unanswered: {result['questions_unanswered']}; taken as two turns (cut "
+        f"off in a pause inside the line): {result['questions_cut_off']}/"
+        f"{result['exchanges']}; peak RSS of the process {result['peak_rss_mb']} MB",
         f"interruptions missed: {result['interruptions']['missed']}/"
         f"{result['interruptions']['count']}",
         f"false interruptions on backchannels: {result['backchannels']['false_interruptions']}/"

@@ -60,7 +60,7 @@ def _os_name() -> str:
     return platform.system()
 
 
-_ENGINES = {"vad": "silero", "tts": "piper", "llm": "llama.cpp"}
+_ENGINES = {"vad": "silero", "tts": "piper", "llm": "llama.cpp", "turn": "smart-turn"}
 
 
 def models_used(config: Config) -> list[ModelInfo]:

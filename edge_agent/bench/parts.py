@@ -45,19 +45,21 @@ def engines_part(bench: Workbench, sentences: int, prompts: int, busy: int = 0
 
 def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "scripted",
                  caller: str = "", reply: str = REPLY, interrupt_every: int = 3,
-                 busy: int = 0) -> dict[str, Any]:
+                 busy: int = 0, lines: str = "questions") -> dict[str, Any]:
     """The live agent on a private PulseAudio server (`latency`). `llm`: "scripted" (the
     shared engines answer with `reply`) or "config" (the configured LLM, loaded for this).
-    `busy`: processes keeping cores busy beside the agent throughout the call."""
+    `busy`: processes keeping cores busy beside the agent throughout the call. `lines`: the
+    caller's turns, "questions" or "natural" (see `latency.LINE_SETS`)."""
     from edge_agent.bench.cotenant import busy_processes
-    from edge_agent.bench.latency import latency_call, run_latency
+    from edge_agent.bench.latency import LINE_SETS, latency_call, run_latency
     from edge_agent.demo.voices import VOICES
 
     voices = {v.name: v for v in VOICES}
     if caller and caller not in voices:
         raise ConfigError("--caller", caller, f"unknown voice (known: {', '.join(voices)})")
     scripted = llm == "scripted"
-    call, script = latency_call(exchanges, seed, scripted, reply, interrupt_every)
+    call, script = latency_call(exchanges, seed, scripted, reply, interrupt_every,
+                                LINE_SETS[lines])
     if scripted and call.replies is not None:
         engines = bench.scripted_engines(call.replies)
     else:
@@ -69,7 +71,7 @@ def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "script
         figures = run_latency(bench.config, engines, call, script, bench.say,
                               voices.get(caller))
     return {"benchmark": "latency", "llm": figures["engines"]["llm"], "busy_processes": busy,
-            "pause_on_speech": bench.config.turns.pause_on_speech, "seed": seed,
+            "pause_on_speech": bench.config.turns.pause_on_speech, "seed": seed, "line_set": lines,
             "exchanges": exchanges, "interrupt_every": interrupt_every, **figures}
 
 

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pacing import paced_frames
@@ -27,8 +26,10 @@ from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
+from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import Judgement, Onset, Outcome, TurnTaking
+from edge_agent.conversation.utterance import Utterance
 from edge_agent.conversation.wake import after_wake_phrase
 from edge_agent.engines.base import Transcript
 from edge_agent.events import (
@@ -61,22 +62,6 @@ an utterance: the gate learns their level over a few hundred ms (a 190 ms smooth
 their first word began about that long before."""
 
 
-@dataclass
-class _Utterance:
-    """One stretch of user speech, from its onset until the loop ends it."""
-
-    overlap: OverlapAudio | None
-    """Set when it began over the agent and is still to be judged (or was a barge-in)."""
-    held: list[bytes] = field(default_factory=list)
-    """Silence frames not fed to the recognizer yet: once the words were taken for the
-    speculative transcript, the recognizer keeps that audio, so its final transcript is the
-    same (and free); held frames are fed if speech resumes."""
-    words: asyncio.Task[str] | None = None
-    """The speculative transcript, running or done."""
-    prepared: PreparedReply | None = None
-    """The answer being prepared from those words."""
-
-
 class Conversation:
     def __init__(
         self,
@@ -103,6 +88,9 @@ class Conversation:
         self.memory = memory or ConversationMemory(settings.memory, log)
         self._clock = log.clock
         self._stt_thread = owner("stt")
+        self._sound = (SoundVerdicts(engines.turn_end, owner("turn-end"), log)
+                       if engines.turn_end is not None else None)
+        self._keep_bytes = self._sound.audio_bytes if self._sound is not None else 0
         self._caller_audio = caller_audio
         self._gate = gate
         self._turn_taking = TurnTaking(settings.turns, classifier or LexiconClassifier(),
@@ -159,6 +147,8 @@ class Conversation:
             await self._stop_folding()
             await self._responder.stop()
             self._stt_thread.close()
+            if self._sound is not None:
+                self._sound.close()
             self._responder.close()
 
     async def _upkeep(self) -> None:
@@ -201,7 +191,7 @@ class Conversation:
                                                 round(TAKEOVER_LOOKBACK_MS / frame_ms)))
         frames_seen = 0
         last_activity = 0.0
-        utterance: _Utterance | None = None
+        utterance: Utterance | None = None
         idle_end = self._settings.idle_end_s
         # Asked on the audio thread: `busy` and `idle` only read flags (and a task's done()).
         async for frame in paced_frames(mic, lambda: self.busy or not segmenter.idle):
@@ -235,7 +225,8 @@ class Conversation:
                 if self.replying:
                     overlap = self._overlap_begins(
                         heard, segmenter.speech_ms + self._settings.preroll_ms)
-                utterance = _Utterance(overlap)
+                utterance = Utterance(overlap)
+                utterance.keep(heard, self._keep_bytes)
                 continue
             if utterance is None:
                 continue
@@ -245,6 +236,8 @@ class Conversation:
                 # What came before the nearer talker was someone else in the room.
                 await self._stt_thread.call(stt.begin)
                 await self._stt_thread.call(stt.feed, b"".join(recent))
+                utterance.audio.clear()
+                utterance.keep(b"".join(recent), self._keep_bytes)
             overlap = utterance.overlap
             if (overlap is not None and not overlap.decided and self.replying
                     and await self._interrupts(overlap, segmenter.speech_ms)):
@@ -252,19 +245,21 @@ class Conversation:
                 await self._barge_in(overlap.words)
             if segmenter.silence_ms >= self._silence_needed(utterance):
                 spoken_ms = segmenter.speech_ms - segmenter.silence_ms
-                self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms)))
+                self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms),
+                                                  verdict(utterance.sound)))
                 if self._caller_audio is not None:
                     self._caller_audio.caller_ends()
                 segmenter.end()
                 ended, utterance = utterance, None
                 await self._utterance_ends(ended, spoken_ms, audio_time)
 
-    async def _hear(self, utterance: _Utterance, frame: bytes, silence_ms: float) -> None:
+    async def _hear(self, utterance: Utterance, frame: bytes, silence_ms: float) -> None:
         """One frame of an utterance: to the recognizer (or held back during a speculative
         silence); speech that resumes throws away the speculation."""
         stt = self._engines.stt
         if self._caller_audio is not None:
             self._caller_audio.caller_hears(frame)
+        utterance.keep(frame, self._keep_bytes)
         if utterance.overlap is not None:
             utterance.overlap.add(frame)
         if silence_ms == 0:
@@ -279,12 +274,14 @@ class Conversation:
         await self._stt_thread.call(stt.feed, frame)
         if silence_ms >= self._settings.endpoint.speculate_ms and self._may_speculate(utterance):
             utterance.words = asyncio.create_task(self._speculate(utterance))
+            if self._sound is not None:
+                utterance.sound = self._sound.ask(bytes(utterance.audio))
 
-    def _may_speculate(self, utterance: _Utterance) -> bool:
+    def _may_speculate(self, utterance: Utterance) -> bool:
         """Not while speech over the agent is undecided: it may be a backchannel."""
         return utterance.overlap is None or utterance.overlap.decided
 
-    async def _speculate(self, utterance: _Utterance) -> str:
+    async def _speculate(self, utterance: Utterance) -> str:
         """The words so far; and, in an open session, the answer to them prepared."""
         turn = self._user_turns + 1
         words = (await self._stt_thread.call(self._engines.stt.partial)).strip()
@@ -293,7 +290,10 @@ class Conversation:
             utterance.prepared = self._responder.prepare(turn, words)
         return words
 
-    async def _drop_speculation(self, utterance: _Utterance, reason: str) -> None:
+    async def _drop_speculation(self, utterance: Utterance, reason: str) -> None:
+        sound, utterance.sound = utterance.sound, None
+        if sound is not None:
+            sound.cancel()  # its thread finishes the call; the answer is not waited for
         words, utterance.words = utterance.words, None
         if words is not None and not words.done():
             words.cancel()
@@ -305,22 +305,29 @@ class Conversation:
         else:
             self._log.publish(SpeculationCancelled(self._user_turns + 1, reason))
 
-    def _silence_needed(self, utterance: _Utterance) -> float:
-        """The silence that ends this utterance: by its words once they are known; while they
-        are being transcribed, as long as any words could ask for."""
+    def _silence_needed(self, utterance: Utterance) -> float:
+        """The silence that ends this utterance: by its words once they are known, and by its
+        sound once the end-of-turn model has answered; while the words are being transcribed,
+        as long as any words could ask for; while the verdict is on its way, at least the
+        plain silence (`unknown_ms`: a finished sentence waits for it that long at most)."""
         rules = self._settings.endpoint
         words = utterance.words
         if words is None:
             return rules.unknown_ms
         if not words.done():
             return max(rules.unknown_ms, rules.complete_ms, rules.incomplete_ms)
-        return silence_needed(rules, words.result())
+        needed = silence_needed(rules, words.result(), verdict(utterance.sound))
+        if utterance.sound is not None and not utterance.sound.done():
+            return max(needed, rules.unknown_ms)
+        return needed
 
-    async def _utterance_ends(self, utterance: _Utterance, spoken_ms: float,
+    async def _utterance_ends(self, utterance: Utterance, spoken_ms: float,
                               audio_time: float) -> None:
         stt = self._engines.stt
         if utterance.overlap is not None and utterance.overlap.asking is not None:
             await utterance.overlap.asking  # the recognizer is done with it before it ends
+        if utterance.sound is not None:
+            utterance.sound.cancel()  # done with (a verdict still on its way is not used)
         speculated = ""
         if utterance.words is not None:
             speculated = await utterance.words

@@ -16,7 +16,27 @@ long after "What time do you open tomorrow?". The words tell them apart:
   incomplete about it: `unknown_ms`, the plain VAD end-of-turn silence.
 
 The loop transcribes speculatively once `speculate_ms` of silence has passed, so the words are
-known before the shorter silences run out.
+known before the shorter silences run out. At the same moment it asks an end-of-turn model
+(`edge_agent.engines.turn_end`: Smart Turn) whether the turn *sounds* finished: the falling
+pitch and fading last syllable of a finished "Six people," against the held, rising "It's
+for my daughter's birthday," that the recognizer writes with a full stop. Words and sound
+decide together (`silence_needed`):
+
+| words                                   | sounds finished | sounds unfinished | not known       |
+| --------------------------------------- | --------------- | ----------------- | --------------- |
+| complete                                | `complete_ms`   | `incomplete_ms`*  | `complete_ms`   |
+| unknown                                 | `sound_done_ms` | `incomplete_ms`   | `unknown_ms`    |
+| unknown, a lead-in ("Wait," "Hold on,") | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
+| incomplete                              | `incomplete_ms` | `incomplete_ms`   | `incomplete_ms` |
+
+"Sounds finished": the model's probability at or above `sound_threshold` (0.5); *for words
+that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2).
+"Not known": no model, its verdict not back yet, or it failed: the words decide as they do
+without a model (the verdict is never waited for). Words that lead on win over any sound ("a
+table for" is never the whole turn). A sound that says unfinished holds any turn: a phrase
+the recognizer wrote as a sentence, then a pause, then more. A sound that says finished
+shortens only a turn whose words say nothing, and never a lone lead-in: "Wait," sounds
+finished to the model and is followed, after Piper's 240-450 ms comma pause, by the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +44,8 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+
+from edge_agent.conversation.backchannel import ANY, opens_with_interruption
 
 CONTINUATIONS = frozenset((
     "a", "an", "the", "for", "to", "at", "of", "with", "from", "into", "and", "or", "but",
@@ -58,6 +80,16 @@ class EndpointRules:
     """When the words say neither (or are not known yet)."""
     speculate_ms: int
     """Silence after which the words are transcribed and the answer prepared."""
+    sound_done_ms: int = 0
+    """After words that tell nothing, when the end-of-turn model hears the turn as finished
+    (0: as soon as its verdict is back)."""
+    sound_threshold: float = 0.5
+    """The model's probability at or above which a turn whose words say nothing sounds
+    finished (below it, unfinished)."""
+    sound_hold_below: float = 0.2
+    """Below this probability even a turn whose words finish a sentence sounds unfinished: the
+    words are evidence too, so only a clear verdict overrules them (Piper's "Is the terrace
+    open in the evening?" scored 0.32 and 0.37, a held "Can we sit outside," 0.01)."""
 
 
 def completeness(text: str) -> Completeness:
@@ -80,11 +112,27 @@ def completeness(text: str) -> Completeness:
     return Completeness.UNKNOWN
 
 
-def silence_needed(rules: EndpointRules, text: str | None) -> int:
+def silence_needed(rules: EndpointRules, text: str | None,
+                   sound: float | None = None) -> int:
     """Milliseconds of silence that end a turn whose words so far are `text` (None: not
-    transcribed yet)."""
+    transcribed yet) and whose sound the end-of-turn model calls finished with probability
+    `sound` (None: not known)."""
     if text is None:
         return rules.unknown_ms
-    return {Completeness.COMPLETE: rules.complete_ms,
-            Completeness.INCOMPLETE: rules.incomplete_ms,
-            Completeness.UNKNOWN: rules.unknown_ms}[completeness(text)]
+    words = completeness(text)
+    if words is Completeness.INCOMPLETE:
+        return rules.incomplete_ms
+    if words is Completeness.COMPLETE:
+        held = sound is not None and sound < rules.sound_hold_below
+        return rules.incomplete_ms if held else rules.complete_ms
+    if sound is None:
+        return rules.unknown_ms
+    if sound < rules.sound_threshold:
+        return rules.incomplete_ms
+    return rules.unknown_ms if only_a_lead_in(text) else rules.sound_done_ms
+
+
+def only_a_lead_in(text: str) -> bool:
+    """One or two words that open an interruption or a correction ("Wait," "Hold on,"
+    "Sorry," "No,"): whatever they sound like, more usually follows."""
+    return len(re.findall(r"[\w']+", text)) <= 2 and opens_with_interruption(text, ANY)

@@ -16,6 +16,7 @@ from edge_agent.engines.base import (
     LanguageModel,
     SpeechRecognizer,
     TextToSpeech,
+    TurnEndModel,
     VoiceActivityDetector,
 )
 from edge_agent.heard.truncation import HeardPolicy
@@ -68,3 +69,5 @@ class Engines:
     """The model that writes replies."""
     tts: TextToSpeech
     """Speech with word timings."""
+    turn_end: TurnEndModel | None = None
+    """Whether a turn sounds finished (None: the words alone decide)."""

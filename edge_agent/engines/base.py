@@ -114,6 +114,17 @@ class SpeechRecognizer(Protocol):
         ...
 
 
+class TurnEndModel(Protocol):
+    """Judges by sound whether a turn is finished."""
+
+    sample_rate: int
+
+    def complete_probability(self, pcm: bytes) -> float:
+        """Probability (0..1) that the turn whose audio is `pcm` (int16 at `sample_rate`, from
+        its first sound to now, the silence after it included) is finished."""
+        ...
+
+
 class LanguageModel(Protocol):
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
                ) -> Iterator[str | ToolCall]:

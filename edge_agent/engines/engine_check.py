@@ -44,8 +44,10 @@ CHECK_TIMEOUT_S = 300.0
 1.5B model ~10 s on a Pi 5)."""
 CACHE_NAME = "engine-checks.json"
 _NAMES = {"vad": "the voice activity detector (onnxruntime)", "stt": "the recognizer",
-          "tts": "the voice (Piper on onnxruntime)", "llm": "the LLM (llama.cpp)"}
-_RUNTIMES = {"vad": ("onnxruntime",), "tts": ("onnxruntime", "piper-tts"),
+          "tts": "the voice (Piper on onnxruntime)", "llm": "the LLM (llama.cpp)",
+          "turn": "the end-of-turn model (onnxruntime)"}
+_RUNTIMES = {"vad": ("onnxruntime",), "turn": ("onnxruntime",),
+             "tts": ("onnxruntime", "piper-tts"),
              "moonshine": ("onnxruntime",), "pocketsphinx": ("pocketsphinx",),
              "vosk": ("vosk",)}
 """The packages whose native code runs each engine (the recognizer by `stt.engine`)."""
@@ -234,6 +236,7 @@ def _resident() -> int | None:
 def _loaders(config: Config) -> dict[str, Callable[[], Any]]:
     from edge_agent.app import load_recognizer, load_voice, resolve_models
     from edge_agent.engines.llm import open_llama
+    from edge_agent.engines.turn_end import SmartTurn
     from edge_agent.engines.vad import SileroVad
     from edge_agent.models.catalog import load_catalog
 
@@ -245,6 +248,7 @@ def _loaders(config: Config) -> dict[str, Callable[[], Any]]:
 
     return {
         "vad": lambda: SileroVad(path("vad")),
+        "turn": lambda: SmartTurn(path("turn")),
         "stt": lambda: load_recognizer(config, catalog),
         "tts": lambda: load_voice(config, catalog),
         # One thread: the same kernels as the configured threads, without llama.cpp's threads
@@ -259,6 +263,9 @@ def _run_once(kind: str, engine: Any) -> str:
         for _ in range(8):
             engine.speech_probability(bytes(2 * engine.frame_samples))
         return "scored 8 frames"
+    if kind == "turn":
+        finished = engine.complete_probability(bytes(2 * 16000))
+        return f"judged a second of silence (finished: {finished:.2f})"
     if kind == "stt":
         engine.begin()
         engine.feed(bytes(2 * 8000))  # half a second of silence at 16 kHz

@@ -20,7 +20,7 @@ from edge_agent.errors import ConfigError
 from edge_agent.printable import shown
 from edge_agent.validate import TextRule, check_value
 
-KINDS = ("vad", "stt", "llm", "tts")
+KINDS = ("vad", "stt", "llm", "tts", "turn")
 HASHES_FILE = ".sha256"
 """The hash record fetch.py writes in each model's directory (no download may be saved there)."""
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -1,0 +1,41 @@
+"""One stretch of user speech as the loop follows it: what was heard, and what is being
+worked out from it while the silence after it runs (`conversation.agent`)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from edge_agent.conversation.overlap import OverlapAudio
+from edge_agent.conversation.prepared import PreparedReply
+
+
+@dataclass
+class Utterance:
+    """One stretch of user speech, from its onset until the loop ends it."""
+
+    overlap: OverlapAudio | None
+    """Set when it began over the agent and is still to be judged (or was a barge-in)."""
+    held: list[bytes] = field(default_factory=list)
+    """Silence frames not fed to the recognizer yet: once the words were taken for the
+    speculative transcript, the recognizer keeps that audio, so its final transcript is the
+    same (and free); held frames are fed if speech resumes."""
+    words: asyncio.Task[str] | None = None
+    """The speculative transcript, running or done."""
+    sound: asyncio.Task[float | None] | None = None
+    """The end-of-turn model's verdict, asked with the speculative transcript (beside it, on
+    its own thread: it is back first, ~60 ms against the recognizer's ~120): the probability
+    that the turn sounds finished (None: it failed)."""
+    audio: bytearray = field(default_factory=bytearray)
+    """The utterance as heard so far (at least its last `limit` bytes: see `keep`), for the
+    end-of-turn model."""
+    prepared: PreparedReply | None = None
+    """The answer being prepared from those words."""
+
+    def keep(self, frame: bytes, limit: int) -> None:
+        """Add `frame` to `audio`, of which at least the last `limit` bytes are kept."""
+        if not limit:
+            return  # nobody asks
+        self.audio.extend(frame)
+        if len(self.audio) > 2 * limit:  # trimmed now and then, not on every frame
+            del self.audio[:-limit]
