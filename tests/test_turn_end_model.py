@@ -18,6 +18,7 @@ from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable
 from edge_agent.engines.turn_end import SmartTurn, last_window, log_mel
 from edge_agent.engines.vad import SileroVad
+from edge_agent.errors import ModelFileError
 from edge_agent.events import UserSpeechEnded, UserTurn
 from tests.fakes import FakeLanguageModel, FakeSpeech
 from tests.timeline import Harness, stop
@@ -88,6 +89,18 @@ def test_the_features_match_the_reference_extractor_shipped_beside_the_model(
     window = last_window(spoken["What time do you open tomorrow?"])
     expected = module.compute_whisper_log_mel_features(window, do_normalize=True)
     np.testing.assert_array_equal(log_mel(window), expected)
+
+
+def test_a_file_that_is_not_smart_turn_is_refused_with_the_fix(
+        model_path: Callable[[str], Path], tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError) as caught:
+        SmartTurn(model_path("silero-vad"))
+    assert "not a Smart Turn v3 model: it takes input" in str(caught.value)
+    assert "point vad.end_model at a Smart Turn v3 .onnx file" in str(caught.value)
+    cut = tmp_path / "smart-turn.onnx"
+    cut.write_bytes(model_path("smart-turn-v3.2").read_bytes()[:100_000])
+    with pytest.raises(ModelFileError, match="onnxruntime cannot load it as Smart Turn"):
+        SmartTurn(cut)
 
 
 @pytest.mark.parametrize(("text", "finished"), [

@@ -1,9 +1,9 @@
 """Has the speaker finished their turn? Asked of the sound: Smart Turn v3.2 on onnxruntime.
 
 People end a turn with their voice as much as with their words: the pitch falls, the last
-syllable lengthens and fades. "It was the epoch of belief," ends on a comma, so the words
-alone say nothing, while the sound says it is finished; "I'd like a table for…" sounds
-unfinished. Smart Turn v3.2 (pipecat-ai/smart-turn, BSD-2-Clause, code, weights and data) is a
+syllable lengthens and fades. "Six people," ends on a comma, so the words alone say nothing,
+while its falling pitch says it is finished; "It was the best of times," said rising and held,
+sounds unfinished. Smart Turn v3.2 (pipecat-ai/smart-turn, BSD-2-Clause, code, weights and data) is a
 Whisper-tiny encoder with a small head, trained on 23 languages: it takes the last 8 s of a
 turn (16 kHz mono, padded with silence in front when shorter) as Whisper's log-mel features
 and gives one probability that the turn is complete.
