@@ -34,10 +34,11 @@ that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` 
 "Not known": no model, or it failed: the words decide as they do without a model. A verdict
 still on its way is waited for up to `unknown_ms` (the loop's `_silence_needed`): a finished
 sentence ends at `complete_ms` if it is back by then, at `unknown_ms` at the latest. Words
-that lead on win over any sound ("a table for" is never the whole turn). A sound that says unfinished holds any turn: a phrase
-the recognizer wrote as a sentence, then a pause, then more. A sound that says finished
-shortens only a turn whose words say nothing, and never a lone lead-in: "Wait," sounds
-finished to the model and is followed, after Piper's 240-450 ms comma pause, by the rest.
+that lead on win over any sound ("a table for" is never the whole turn). A sound that says
+unfinished holds any turn: a phrase the recognizer wrote as a sentence, then a pause, then
+more. A sound that says finished shortens only a turn whose words say nothing, and never a
+lone lead-in: "Wait," sounds finished to the model and is followed, after Piper's 240-450 ms
+comma pause, by the rest.
 """
 
 from __future__ import annotations
