@@ -78,7 +78,7 @@ def test_bench_quick_runs_every_part_and_writes_a_valid_document(tmp_path: Path)
     assert machine["cpu_model"] and machine["cpu_cores"] >= 1 and machine["ram_total_mb"] > 0
     assert machine["os"] and machine["kernel"] and machine["python"] and machine["edge_agent"]
     kinds = {m["kind"] for m in document["models"]}
-    assert kinds == {"vad", "stt", "tts", "llm"}, document["models"]
+    assert kinds == {"vad", "stt", "tts", "llm", "turn"}, document["models"]
     assert all(m["path"] and not m["problem"] for m in document["models"]), document["models"]
     records = {p["name"]: p for p in document["parts"]}
     assert tuple(records) == PARTS

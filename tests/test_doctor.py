@@ -407,10 +407,11 @@ def test_the_configured_models_are_present_verified_and_load(
     _stub(monkeypatch, "audio", "audio_names")
     assert _run(Config(data_dir=str(tmp_path / "data")), _args(quick=True)) == 0
     lines = _lines(capsys.readouterr().out)
-    for kind in ("vad", "stt", "tts", "llm"):
+    for kind in ("vad", "stt", "tts", "llm", "turn"):
         line = lines[f"model {kind}"]
         assert line.startswith("ok    ") and "sizes ok (not hashed: --quick)" in line, line
         assert "; loaded in " in line and "; ran once in " in line, line  # in a child
+    assert "judged a second of silence (finished: " in lines["model turn"], lines["model turn"]
     # ok, not warn: the llama.cpp under test is the portable build README installs.
     assert "(portable build (" in lines["model llm"], lines["model llm"]
 
