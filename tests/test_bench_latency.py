@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge_agent.bench.document import schema
 from edge_agent.bench.latency import (
+    LINE_SETS,
     MID_TURN_PAUSE_S,
     NATURAL_LINES,
     PAUSE_MARK,
@@ -120,6 +122,9 @@ def test_the_natural_call_takes_its_turns_from_the_natural_lines() -> None:
     questions = [line.say for line in script if line.kind == "question"]
     assert questions == list(NATURAL_LINES[:3])
     assert any(PAUSE_MARK in line for line in NATURAL_LINES)
+    # The schema names the same line sets the benchmark has.
+    line_set = schema()["$defs"]["latency_result"]["properties"]["line_set"]
+    assert line_set["enum"] == list(LINE_SETS)
 
 
 def test_a_pause_inside_a_line_is_that_long_from_sound_to_sound() -> None:
