@@ -52,6 +52,13 @@ def test_words_and_sound_decide_the_silence(words: str, sound: float | None,
     assert silence_needed(RULES, words, sound) == silence_ms
 
 
+def test_an_interruption_of_the_agent_is_never_shortened_by_its_sound() -> None:
+    # "Wait, that sounds like too much." over the agent, its "Wait" clipped to "He,".
+    assert silence_needed(RULES, "He,", FINISHED, interrupting=True) == 500
+    assert silence_needed(RULES, "He,", UNFINISHED, interrupting=True) == 1000
+    assert silence_needed(RULES, "He,", FINISHED) == 160
+
+
 def test_before_the_words_are_known_the_plain_silence_holds_whatever_the_sound() -> None:
     assert silence_needed(RULES, None, FINISHED) == 500
     assert silence_needed(RULES, None, UNFINISHED) == 500

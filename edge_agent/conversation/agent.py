@@ -316,7 +316,8 @@ class Conversation:
             return rules.unknown_ms
         if not words.done():
             return max(rules.unknown_ms, rules.complete_ms, rules.incomplete_ms)
-        needed = silence_needed(rules, words.result(), verdict(utterance.sound))
+        needed = silence_needed(rules, words.result(), verdict(utterance.sound),
+                                interrupting=utterance.overlap is not None)
         if utterance.sound is not None and not utterance.sound.done():
             return max(needed, rules.unknown_ms)
         return needed

@@ -27,6 +27,7 @@ decide together (`silence_needed`):
 | complete                                | `complete_ms`   | `incomplete_ms`*  | `complete_ms`   |
 | unknown                                 | `sound_done_ms` | `incomplete_ms`   | `unknown_ms`    |
 | unknown, a lead-in ("Wait," "Hold on,") | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
+| unknown, an interruption of the agent   | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
 | incomplete                              | `incomplete_ms` | `incomplete_ms`   | `incomplete_ms` |
 
 "Sounds finished": the model's probability at or above `sound_threshold` (0.5); *for words
@@ -38,7 +39,8 @@ that lead on win over any sound ("a table for" is never the whole turn). A sound
 unfinished holds any turn: a phrase the recognizer wrote as a sentence, then a pause, then
 more. A sound that says finished shortens only a turn whose words say nothing, and never a
 lone lead-in: "Wait," sounds finished to the model and is followed, after Piper's 240-450 ms
-comma pause, by the rest.
+comma pause, by the rest; nor an interruption of the agent, whose clipped first word ("Wait,"
+heard as "He,") ended the turn 160 ms into the comma pause and split it, 1 run in 5.
 """
 
 from __future__ import annotations
@@ -115,10 +117,12 @@ def completeness(text: str) -> Completeness:
 
 
 def silence_needed(rules: EndpointRules, text: str | None,
-                   sound: float | None = None) -> int:
+                   sound: float | None = None, interrupting: bool = False) -> int:
     """Milliseconds of silence that end a turn whose words so far are `text` (None: not
     transcribed yet) and whose sound the end-of-turn model calls finished with probability
-    `sound` (None: not known)."""
+    `sound` (None: not known). `interrupting`: it began over the agent (a barge-in), whose
+    first words are lead-ins more often than not, and the echo canceller's double-talk
+    suppression clips them ("Wait," heard as "He,"): a finished sound does not shorten it."""
     if text is None:
         return rules.unknown_ms
     words = completeness(text)
@@ -131,7 +135,7 @@ def silence_needed(rules: EndpointRules, text: str | None,
         return rules.unknown_ms
     if sound < rules.sound_threshold:
         return rules.incomplete_ms
-    return rules.unknown_ms if only_a_lead_in(text) else rules.sound_done_ms
+    return rules.unknown_ms if interrupting or only_a_lead_in(text) else rules.sound_done_ms
 
 
 def only_a_lead_in(text: str) -> bool:
