@@ -77,9 +77,12 @@ class VadConfig:
     """Its probability at or above which a turn sounds finished (0..1)."""
     end_model_hold_below: float = 0.2
     """Under this probability even a finished sentence ("Can we sit outside?" said as the
-    start of more) is held for end_silence_incomplete_ms (0..1; at most end_model_threshold)."""
-    end_silence_sound_ms: int = 160
-    """Silence that ends a turn that sounds finished (unless its words stop mid-phrase)."""
+    start of more) is held for end_silence_incomplete_ms (0..1; meant to be at most
+    end_model_threshold: the words are evidence too)."""
+    end_silence_sound_ms: int = 250
+    """Silence that ends a turn whose words say nothing when it sounds finished (as long as
+    end_silence_complete_ms: Piper's comma pauses are 240-450 ms, and a finished-sounding
+    "Six people," may still go on)."""
     preroll_ms: int = 256
     """Audio before the onset that is still sent to the recognizer."""
 

@@ -164,11 +164,6 @@ def parse_config(text: str, source: str) -> Config:
                           f"must not exceed the shortest end-of-turn silence "
                           f"({min(vad.end_silence_ms, vad.end_silence_complete_ms)} ms): the "
                           "answer is prepared before the turn may end")
-    if vad.end_model_hold_below > vad.end_model_threshold:
-        raise ConfigError(source, "vad.end_model_hold_below",
-                          f"must not exceed vad.end_model_threshold ({vad.end_model_threshold}): "
-                          "a finished sentence would be held where words that say nothing "
-                          "would not")
     _check_llm_room(config.llm, source)
     if config.memory.fold_turns > config.turns.history_turns:
         validate.warn(source, "memory.fold_turns",

@@ -33,6 +33,10 @@ FINISHED, UNFINISHED = 0.9, 0.1
     ("It was the epoch of belief,", None, 500),
     ("Six people.", FINISHED, 160),
     ("what time do you open", UNFINISHED, 1000),
+    # One word is too little to tell a finished answer from a lead-in ("Hi," then more).
+    ("Hi,", FINISHED, 500),
+    ("Tonight.", FINISHED, 500),
+    ("Tonight.", UNFINISHED, 1000),
     # A lone lead-in sounds finished and is not: more follows after a comma pause.
     ("Wait,", FINISHED, 500),
     ("Hold on.", FINISHED, 500),
@@ -53,10 +57,10 @@ def test_words_and_sound_decide_the_silence(words: str, sound: float | None,
 
 
 def test_an_interruption_of_the_agent_is_never_shortened_by_its_sound() -> None:
-    # "Wait, that sounds like too much." over the agent, its "Wait" clipped to "He,".
-    assert silence_needed(RULES, "He,", FINISHED, interrupting=True) == 500
-    assert silence_needed(RULES, "He,", UNFINISHED, interrupting=True) == 1000
-    assert silence_needed(RULES, "He,", FINISHED) == 160
+    # "Wait, that sounds like too much." over the agent, its "Wait" clipped ("He," once).
+    assert silence_needed(RULES, "He that,", FINISHED, interrupting=True) == 500
+    assert silence_needed(RULES, "He that,", UNFINISHED, interrupting=True) == 1000
+    assert silence_needed(RULES, "He that,", FINISHED) == 160
 
 
 def test_before_the_words_are_known_the_plain_silence_holds_whatever_the_sound() -> None:

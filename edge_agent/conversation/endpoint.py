@@ -27,6 +27,7 @@ decide together (`silence_needed`):
 | complete                                | `complete_ms`   | `incomplete_ms`*  | `complete_ms`   |
 | unknown                                 | `sound_done_ms` | `incomplete_ms`   | `unknown_ms`    |
 | unknown, a lead-in ("Wait," "Hold on,") | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
+| unknown, one word ("Hi," "So,")         | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
 | unknown, an interruption of the agent   | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
 | incomplete                              | `incomplete_ms` | `incomplete_ms`   | `incomplete_ms` |
 
@@ -39,7 +40,8 @@ that lead on win over any sound ("a table for" is never the whole turn). A sound
 unfinished holds any turn: a phrase the recognizer wrote as a sentence, then a pause, then
 more. A sound that says finished shortens only a turn whose words say nothing, and never a
 lone lead-in: "Wait," sounds finished to the model and is followed, after Piper's 240-450 ms
-comma pause, by the rest; nor an interruption of the agent, whose clipped first word ("Wait,"
+comma pause, by the rest; nor a single word ("Hi," sounded finished and was split from "I'd
+like to book a table" in a replay); nor an interruption of the agent, whose clipped first word ("Wait,"
 heard as "He,") ended the turn 160 ms into the comma pause and split it, 1 run in 5.
 """
 
@@ -135,7 +137,10 @@ def silence_needed(rules: EndpointRules, text: str | None,
         return rules.unknown_ms
     if sound < rules.sound_threshold:
         return rules.incomplete_ms
-    return rules.unknown_ms if interrupting or only_a_lead_in(text) else rules.sound_done_ms
+    too_little = len(re.findall(r"[\w']+", text)) < 2  # "Hi," "So," "Yes," then more
+    if interrupting or too_little or only_a_lead_in(text):
+        return rules.unknown_ms
+    return rules.sound_done_ms
 
 
 def only_a_lead_in(text: str) -> bool:
