@@ -87,6 +87,7 @@ class FakeTurnEnd:
     carried."""
 
     sample_rate = 16000
+    window_s = 8.0
 
     def __init__(self, probabilities: Sequence[float | Exception]) -> None:
         self._probabilities = list(probabilities)

@@ -133,11 +133,11 @@ def test_a_pause_inside_a_line_is_that_long_from_sound_to_sound() -> None:
         _tone(samples, 0.25, 0.75)
         return samples.tobytes()
 
-    line = np.frombuffer(with_pauses("I'd like a table for | four.", said, RATE), dtype=np.int16)
+    line = np.frombuffer(with_pauses("I'd like a table for | four.", said), dtype=np.int16)
     spans = audible_spans(line, bridge_ms=0)
     assert len(spans) == 2
     assert spans[1][0] - spans[0][1] == pytest.approx(MID_TURN_PAUSE_S, abs=0.002)
-    assert np.frombuffer(with_pauses("Six people,", said, RATE), dtype=np.int16).size == RATE
+    assert np.frombuffer(with_pauses("Six people,", said), dtype=np.int16).size == RATE
 
 
 def _spoke(at: float, text: str) -> dict[str, object]:

@@ -11,7 +11,8 @@ from edge_agent.conversation.endpoint import (
     silence_needed,
 )
 
-RULES = EndpointRules(complete_ms=250, incomplete_ms=1000, unknown_ms=500, speculate_ms=128)
+RULES = EndpointRules(complete_ms=250, incomplete_ms=1000, unknown_ms=500, speculate_ms=128,
+                      sound_done_ms=250, sound_threshold=0.5, sound_hold_below=0.2)
 
 
 @pytest.mark.parametrize(("text", "expected"), [

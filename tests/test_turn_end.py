@@ -63,6 +63,17 @@ def test_an_interruption_of_the_agent_is_never_shortened_by_its_sound() -> None:
     assert silence_needed(RULES, "He that,", FINISHED) == 160
 
 
+@pytest.mark.parametrize(("words", "silence_ms"), [
+    # A verdict on its way is waited for up to the plain silence, never past the words' own.
+    ("What time do you open tomorrow?", 500),
+    ("Six people,", 500),
+    ("I'd like a table for", 1000),
+])
+def test_a_verdict_on_its_way_holds_a_turn_up_to_the_plain_silence(words: str,
+                                                                  silence_ms: int) -> None:
+    assert silence_needed(RULES, words, sound_pending=True) == silence_ms
+
+
 def test_before_the_words_are_known_the_plain_silence_holds_whatever_the_sound() -> None:
     assert silence_needed(RULES, None, FINISHED) == 500
     assert silence_needed(RULES, None, UNFINISHED) == 500

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from edge_agent.audio.pcm import resample, silence
+from edge_agent.bench.recording import audible_part
 from edge_agent.config import VadConfig
 from edge_agent.conversation.settings import Engines
 from edge_agent.engines.moonshine import MoonshineRecognizer
@@ -45,7 +46,7 @@ PHRASES = ("What time do you open tomorrow?", "Six people,", "Thank you.",
 
 @pytest.fixture(scope="module")
 def spoken(model_path: Callable[[str], Path]) -> dict[str, bytes]:
-    """Every phrase of this module in the agent's voice at 16 kHz, its trailing silence cut
+    """Every phrase of this module in the agent's voice at 16 kHz, the silence around it cut
     (the tests add their own). Piper draws its prosody at random; seeded, and said in one fixed
     order, the phrases are the same audio in every run, whichever tests run."""
     make_voice_repeatable()
@@ -57,8 +58,7 @@ def spoken(model_path: Callable[[str], Path]) -> dict[str, bytes]:
 def _trimmed(piper: PiperSpeech, text: str) -> bytes:
     audio = piper.synthesize(text)
     samples = np.frombuffer(resample(audio.pcm, audio.sample_rate, RATE), dtype=np.int16)
-    loud = np.nonzero(np.abs(samples) > 300)[0]
-    return samples[: loud[-1] + 1].tobytes()
+    return audible_part(samples).tobytes()
 
 
 def test_the_features_are_whispers_log_mel_of_the_last_eight_seconds() -> None:

@@ -28,6 +28,7 @@ from edge_agent.audio import pulse_rig
 from edge_agent.audio.pcm import resample, silence, write_wav
 from edge_agent.bench.latency_figures import ScriptedLine, analyze
 from edge_agent.bench.needs import SoundServerUnavailable
+from edge_agent.bench.recording import audible_part
 from edge_agent.clock import MonotonicClock
 from edge_agent.config import AudioConfig, Config
 from edge_agent.conversation.settings import Engines
@@ -117,21 +118,16 @@ def latency_call(exchanges: int, seed: int, scripted: bool, reply: str = REPLY,
     return call, script
 
 
-def with_pauses(text: str, said: Callable[[str], bytes], rate: int = pulse_rig.MIC_RATE) -> bytes:
-    """`text` spoken by `said`, each `PAUSE_MARK` a pause of `MID_TURN_PAUSE_S` between the
-    last sound before it and the first after it (the voice's own silence at the join cut)."""
+def with_pauses(text: str, said: Callable[[str], bytes]) -> bytes:
+    """`text` spoken by `said` (16 kHz), each `PAUSE_MARK` a pause of `MID_TURN_PAUSE_S` from
+    the last audible sample before it to the first after it, as the recording reads them (the
+    voice's own silence at the join is cut)."""
     parts = [said(part) for part in text.split(PAUSE_MARK)]
     if len(parts) == 1:
         return parts[0]
-    pause = silence(round(MID_TURN_PAUSE_S * rate))
-    return pause.join(audible(part) for part in parts)
-
-
-def audible(pcm: bytes, level: int = 300) -> bytes:
-    """`pcm` (int16) from its first to its last sample louder than `level`."""
-    samples = np.frombuffer(pcm, dtype=np.int16)
-    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > level)
-    return samples[loud[0]:loud[-1] + 1].tobytes() if loud.size else b""
+    pause = silence(round(MID_TURN_PAUSE_S * pulse_rig.MIC_RATE))
+    return pause.join(audible_part(np.frombuffer(part, dtype=np.int16)).tobytes()
+                      for part in parts)
 
 
 class PulseCallerVoice:

@@ -32,6 +32,16 @@ def audible_spans(samples: np.ndarray, bridge_ms: int) -> list[tuple[float, floa
              _edge(samples, b * _WINDOW, rising=False) / rate) for a, b in spans]
 
 
+def audible_part(samples: np.ndarray) -> np.ndarray:
+    """`samples` from their first audible sample to their last, as `audible_spans` finds them
+    (nothing when none is audible)."""
+    spans = audible_spans(samples, bridge_ms=0)
+    if not spans:
+        return samples[:0]
+    rate = pulse_rig.MIC_RATE
+    return samples[round(spans[0][0] * rate):round(spans[-1][1] * rate)]
+
+
 def _edge(samples: np.ndarray, at: int, rising: bool) -> int:
     """The first (rising) or last (falling) sample near window boundary `at` whose magnitude is
     audible: sample-exact ends of a span."""

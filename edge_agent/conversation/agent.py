@@ -90,7 +90,6 @@ class Conversation:
         self._stt_thread = owner("stt")
         self._sound = (SoundVerdicts(engines.turn_end, owner("turn-end"), log)
                        if engines.turn_end is not None else None)
-        self._keep_bytes = self._sound.audio_bytes if self._sound is not None else 0
         self._caller_audio = caller_audio
         self._gate = gate
         self._turn_taking = TurnTaking(settings.turns, classifier or LexiconClassifier(),
@@ -225,8 +224,9 @@ class Conversation:
                 if self.replying:
                     overlap = self._overlap_begins(
                         heard, segmenter.speech_ms + self._settings.preroll_ms)
-                utterance = Utterance(overlap)
-                utterance.keep(heard, self._keep_bytes)
+                utterance = Utterance(
+                    overlap, keep_bytes=self._sound.audio_bytes if self._sound else 0)
+                utterance.keep(heard)
                 continue
             if utterance is None:
                 continue
@@ -237,7 +237,7 @@ class Conversation:
                 await self._stt_thread.call(stt.begin)
                 await self._stt_thread.call(stt.feed, b"".join(recent))
                 utterance.audio.clear()
-                utterance.keep(b"".join(recent), self._keep_bytes)
+                utterance.keep(b"".join(recent))
             overlap = utterance.overlap
             if (overlap is not None and not overlap.decided and self.replying
                     and await self._interrupts(overlap, segmenter.speech_ms)):
@@ -259,7 +259,7 @@ class Conversation:
         stt = self._engines.stt
         if self._caller_audio is not None:
             self._caller_audio.caller_hears(frame)
-        utterance.keep(frame, self._keep_bytes)
+        utterance.keep(frame)
         if utterance.overlap is not None:
             utterance.overlap.add(frame)
         if silence_ms == 0:
@@ -307,20 +307,17 @@ class Conversation:
 
     def _silence_needed(self, utterance: Utterance) -> float:
         """The silence that ends this utterance: by its words once they are known, and by its
-        sound once the end-of-turn model has answered; while the words are being transcribed,
-        as long as any words could ask for; while the verdict is on its way, at least the
-        plain silence (`unknown_ms`: a finished sentence waits for it that long at most)."""
+        sound (`conversation.endpoint`); while the words are being transcribed, as long as any
+        words could ask for."""
         rules = self._settings.endpoint
-        words = utterance.words
+        words, sound = utterance.words, utterance.sound
         if words is None:
             return rules.unknown_ms
         if not words.done():
             return max(rules.unknown_ms, rules.complete_ms, rules.incomplete_ms)
-        needed = silence_needed(rules, words.result(), verdict(utterance.sound),
-                                interrupting=utterance.overlap is not None)
-        if utterance.sound is not None and not utterance.sound.done():
-            return max(needed, rules.unknown_ms)
-        return needed
+        return silence_needed(rules, words.result(), verdict(sound),
+                              sound_pending=sound is not None and not sound.done(),
+                              interrupting=utterance.overlap is not None)
 
     async def _utterance_ends(self, utterance: Utterance, spoken_ms: float,
                               audio_time: float) -> None:

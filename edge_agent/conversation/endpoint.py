@@ -22,27 +22,30 @@ pitch and fading last syllable of a finished "Six people," against the held, ris
 for my daughter's birthday," that the recognizer writes with a full stop. Words and sound
 decide together (`silence_needed`):
 
-| words                                   | sounds finished | sounds unfinished | not known       |
-| --------------------------------------- | --------------- | ----------------- | --------------- |
-| complete                                | `complete_ms`   | `incomplete_ms`*  | `complete_ms`   |
-| unknown                                 | `sound_done_ms` | `incomplete_ms`   | `unknown_ms`    |
-| unknown, a lead-in ("Wait," "Hold on,") | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
-| unknown, one word ("Hi," "So,")         | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
-| unknown, an interruption of the agent   | `unknown_ms`    | `incomplete_ms`   | `unknown_ms`    |
-| incomplete                              | `incomplete_ms` | `incomplete_ms`   | `incomplete_ms` |
+| words / sound               | finished        | unfinished       | on its way      | not known       |
+| --------------------------- | --------------- | ---------------- | --------------- | --------------- |
+| complete                    | `complete_ms`   | `incomplete_ms`* | `unknown_ms`    | `complete_ms`   |
+| unknown                     | `sound_done_ms` | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
+| unknown: "Wait," "Hold on," | `unknown_ms`    | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
+| unknown: one word ("Hi,")   | `unknown_ms`    | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
+| unknown: over the agent     | `unknown_ms`    | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
+| incomplete                  | `incomplete_ms` | `incomplete_ms`  | `incomplete_ms` | `incomplete_ms` |
 
 "Sounds finished": the model's probability at or above `sound_threshold` (0.5); *for words
-that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2).
-"Not known": no model, or it failed: the words decide as they do without a model. A verdict
-still on its way is waited for up to `unknown_ms` (the loop's `_silence_needed`): a finished
-sentence ends at `complete_ms` if it is back by then, at `unknown_ms` at the latest. Words
-that lead on win over any sound ("a table for" is never the whole turn). A sound that says
-unfinished holds any turn: a phrase the recognizer wrote as a sentence, then a pause, then
-more. A sound that says finished shortens only a turn whose words say nothing, and never a
-lone lead-in: "Wait," sounds finished to the model and is followed, after Piper's 240-450 ms
-comma pause, by the rest; nor a single word ("Hi," sounded finished and was split from "I'd
-like to book a table" in a replay); nor an interruption of the agent, whose clipped first word ("Wait,"
-heard as "He,") ended the turn 160 ms into the comma pause and split it, 1 run in 5.
+that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2). "On
+its way": asked, not answered yet; the loop reads the table again every frame, so a verdict
+that comes back decides at once, and the plain silence ends the wait (a finished sentence waits for it
+that long at most). "Not known": no model, or it failed: the words decide as they do without
+a model.
+
+Words that lead on win over any sound ("a table for" is never the whole turn). A sound that
+says unfinished holds any turn: a phrase the recognizer wrote as a sentence, then a pause,
+then more. A sound that says finished shortens only a turn of two words or more whose words
+say nothing (`sound_may_shorten`); never a lone lead-in ("Wait," sounds finished to the model
+and is followed, after Piper's 240-450 ms comma pause, by the rest), a single word ("Hi,"
+sounded finished and was split from "I'd like to book a table" in a replay), or an
+interruption of the agent (its clipped first word, "Wait," heard as "He,", ended the turn
+160 ms into the comma pause and split it, 1 run in 5).
 """
 
 from __future__ import annotations
@@ -86,16 +89,19 @@ class EndpointRules:
     """When the words say neither (or are not known yet)."""
     speculate_ms: int
     """Silence after which the words are transcribed and the answer prepared."""
-    sound_done_ms: int = 0
-    """After words that tell nothing, when the end-of-turn model hears the turn as finished
-    (0: as soon as its verdict is back)."""
-    sound_threshold: float = 0.5
+    sound_done_ms: int
+    """After words that tell nothing, when the end-of-turn model hears the turn as finished."""
+    sound_threshold: float
     """The model's probability at or above which a turn whose words say nothing sounds
     finished (below it, unfinished)."""
-    sound_hold_below: float = 0.2
+    sound_hold_below: float
     """Below this probability even a turn whose words finish a sentence sounds unfinished: the
     words are evidence too, so only a clear verdict overrules them (Piper's "Is the terrace
     open in the evening?" scored 0.32 and 0.37, a held "Can we sit outside," 0.01)."""
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w']+", text.lower())
 
 
 def completeness(text: str) -> Completeness:
@@ -105,7 +111,7 @@ def completeness(text: str) -> Completeness:
         return Completeness.UNKNOWN
     if stripped[-1] in "-–—:" or stripped.endswith(("...", "…")):
         return Completeness.INCOMPLETE
-    words = re.findall(r"[\w']+", stripped.lower())
+    words = _words(stripped)
     if not words:
         return Completeness.UNKNOWN
     if words[-1] in CONTINUATIONS:
@@ -118,32 +124,37 @@ def completeness(text: str) -> Completeness:
     return Completeness.UNKNOWN
 
 
-def silence_needed(rules: EndpointRules, text: str | None,
-                   sound: float | None = None, interrupting: bool = False) -> int:
+def silence_needed(rules: EndpointRules, text: str | None, sound: float | None = None, *,
+                   sound_pending: bool = False, interrupting: bool = False) -> int:
     """Milliseconds of silence that end a turn whose words so far are `text` (None: not
     transcribed yet) and whose sound the end-of-turn model calls finished with probability
-    `sound` (None: not known). `interrupting`: it began over the agent (a barge-in), whose
-    first words are lead-ins more often than not, and the echo canceller's double-talk
-    suppression clips them ("Wait," heard as "He,"): a finished sound does not shorten it."""
+    `sound` (None: not known), or whose verdict is on its way (`sound_pending`).
+    `interrupting`: the turn began over the agent (see `sound_may_shorten`)."""
     if text is None:
         return rules.unknown_ms
     words = completeness(text)
     if words is Completeness.INCOMPLETE:
         return rules.incomplete_ms
-    if words is Completeness.COMPLETE:
-        held = sound is not None and sound < rules.sound_hold_below
-        return rules.incomplete_ms if held else rules.complete_ms
+    by_words = rules.complete_ms if words is Completeness.COMPLETE else rules.unknown_ms
+    if sound_pending:
+        return max(by_words, rules.unknown_ms)
     if sound is None:
-        return rules.unknown_ms
-    if sound < rules.sound_threshold:
+        return by_words
+    unfinished_below = (rules.sound_hold_below if words is Completeness.COMPLETE
+                        else rules.sound_threshold)
+    if sound < unfinished_below:
         return rules.incomplete_ms
-    too_little = len(re.findall(r"[\w']+", text)) < 2  # "Hi," "So," "Yes," then more
-    if interrupting or too_little or only_a_lead_in(text):
-        return rules.unknown_ms
+    if words is Completeness.COMPLETE or not sound_may_shorten(text, interrupting):
+        return by_words
     return rules.sound_done_ms
 
 
-def only_a_lead_in(text: str) -> bool:
-    """One or two words that open an interruption or a correction ("Wait," "Hold on,"
-    "Sorry," "No,"): whatever they sound like, more usually follows."""
-    return len(re.findall(r"[\w']+", text)) <= 2 and opens_with_interruption(text, ANY)
+def sound_may_shorten(text: str, interrupting: bool) -> bool:
+    """Whether a finished sound may end a turn whose words say nothing sooner than the plain
+    silence: not one word ("Hi," "So," then more), not a lone lead-in to an interruption or a
+    correction ("Wait," "Hold on," "No,"), and not a turn that began over the agent, whose
+    first words are lead-ins more often than not and clipped by the echo canceller's
+    double-talk suppression ("Wait," heard as "He,")."""
+    count = len(_words(text))
+    lead_in = count <= 2 and opens_with_interruption(text, ANY)
+    return count >= 2 and not lead_in and not interrupting

@@ -13,9 +13,6 @@ from edge_agent.engines.base import TurnEndModel
 from edge_agent.events import EventLog, Notice
 from edge_agent.owner import Owner
 
-TURN_AUDIO_S = 8
-"""The end-of-turn model hears at most a turn's last 8 s (Smart Turn's window)."""
-
 
 class SoundVerdicts:
     def __init__(self, model: TurnEndModel, owner: Owner, log: EventLog) -> None:
@@ -23,8 +20,8 @@ class SoundVerdicts:
         self._owner = owner
         self._log = log
         self._failed = False
-        self.audio_bytes = 2 * TURN_AUDIO_S * model.sample_rate
-        """How much of a turn's audio to keep for it (int16)."""
+        self.audio_bytes = 2 * round(model.window_s * model.sample_rate)
+        """How much of a turn's audio the model hears (int16): what the loop keeps for it."""
 
     def ask(self, audio: bytes) -> asyncio.Task[float | None]:
         """The probability that the turn whose audio is `audio` sounds finished, on its way.

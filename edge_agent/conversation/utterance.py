@@ -16,6 +16,8 @@ class Utterance:
 
     overlap: OverlapAudio | None
     """Set when it began over the agent and is still to be judged (or was a barge-in)."""
+    keep_bytes: int = 0
+    """How much of its audio the end-of-turn model hears (0: no model, nothing kept)."""
     held: list[bytes] = field(default_factory=list)
     """Silence frames not fed to the recognizer yet: once the words were taken for the
     speculative transcript, the recognizer keeps that audio, so its final transcript is the
@@ -27,15 +29,15 @@ class Utterance:
     its own thread: it is back first, ~60 ms against the recognizer's ~120): the probability
     that the turn sounds finished (None: it failed)."""
     audio: bytearray = field(default_factory=bytearray)
-    """The utterance as heard so far (at least its last `limit` bytes: see `keep`), for the
-    end-of-turn model."""
+    """The utterance as heard so far (at least its last `keep_bytes`), for the end-of-turn
+    model."""
     prepared: PreparedReply | None = None
     """The answer being prepared from those words."""
 
-    def keep(self, frame: bytes, limit: int) -> None:
-        """Add `frame` to `audio`, of which at least the last `limit` bytes are kept."""
-        if not limit:
-            return  # nobody asks
-        self.audio.extend(frame)
-        if len(self.audio) > 2 * limit:  # trimmed now and then, not on every frame
-            del self.audio[:-limit]
+    def keep(self, pcm: bytes) -> None:
+        """Add `pcm` to `audio`, of which at least the last `keep_bytes` are kept."""
+        if not self.keep_bytes:
+            return
+        self.audio.extend(pcm)
+        if len(self.audio) > 2 * self.keep_bytes:  # trimmed now and then, not on every frame
+            del self.audio[:-self.keep_bytes]

@@ -118,6 +118,8 @@ class TurnEndModel(Protocol):
     """Judges by sound whether a turn is finished."""
 
     sample_rate: int
+    window_s: float
+    """How much of a turn's end it hears (seconds); more audio is not looked at."""
 
     def complete_probability(self, pcm: bytes) -> float:
         """Probability (0..1) that the turn whose audio is `pcm` (int16 at `sample_rate`, from

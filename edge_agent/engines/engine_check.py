@@ -264,7 +264,7 @@ def _run_once(kind: str, engine: Any) -> str:
             engine.speech_probability(bytes(2 * engine.frame_samples))
         return "scored 8 frames"
     if kind == "turn":
-        finished = engine.complete_probability(bytes(2 * 16000))
+        finished = engine.complete_probability(bytes(2 * engine.sample_rate))
         return f"judged a second of silence (finished: {finished:.2f})"
     if kind == "stt":
         engine.begin()

@@ -96,6 +96,7 @@ class SmartTurn:
     sound to now, the silence after it included) is `pcm` is complete."""
 
     sample_rate = SAMPLE_RATE
+    window_s = float(WINDOW_SECONDS)
 
     def __init__(self, model_path: Path, threads: int = 1) -> None:
         try:
