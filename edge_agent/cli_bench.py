@@ -80,9 +80,9 @@ def add_parser(commands: Any) -> None:
                               "0.5 s pause inside, which must not end them)")
 
     corpus = _part_parser(
-        benchmarks, "backchannel", "the backchannel classifier on a corpus of Piper-spoken "
-                                   "clips through the configured recognizer: accuracy and "
-                                   "false interruptions")
+        benchmarks, "backchannel", "the backchannel classifier on corpus clips spoken by Piper and "
+                                   "espeak-ng voices through the configured recognizer: accuracy, "
+                                   "false and missed interruptions")
     corpus.add_argument("--corpus", type=Path, help="corpus file (default: the built-in one)")
 
     stt = _part_parser(

@@ -67,7 +67,7 @@ class VadConfig:
     """Silence that ends a turn whose words finish a sentence ("What time do you open?")."""
     end_silence_incomplete_ms: int = 1000
     """Silence that ends a turn whose words stop mid-phrase ("a table for…", "um")."""
-    speculate_after_ms: int = 128
+    speculate_after_ms: int = 64
     """Silence after which the words are transcribed, the end-of-turn model asked and the
     answer prepared (not played)."""
     end_model: str = "smart-turn-v3.2"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.bench.backchannel import CORPUS, load_corpus
+from edge_agent.bench.backchannel import CORPUS, ENGLISH_VOICES, load_corpus
 from edge_agent.conversation.backchannel import (
     ACKNOWLEDGEMENTS,
     INTERRUPTING,
@@ -213,7 +213,23 @@ def test_corpus_errors_name_the_clip(tmp_path: Path) -> None:
     bad.write_text('[[clip]]\nsay = "yeah"\nlabel = "backchannel"\nlanguage = "it"\n')
     with pytest.raises(ConfigError, match=r"clip\[1\]\.language: must be one of en, es"):
         load_corpus(bad)
+    bad.write_text('[[clip]]\nsay = "mhm"\nlabel = "backchannel"\nlanguage = "en"\npiper = ""\n')
+    with pytest.raises(ConfigError, match=r"clip\[1\]\.piper: must be a non-empty string"):
+        load_corpus(bad)
+    bad.write_text('[[clip]]\nsay = "mhm"\nlabel = "backchannel"\nlanguage = "en"\nvoice = "x"\n')
+    with pytest.raises(ConfigError, match=r"clip\[1\]\.voice: unknown key \(say, label"):
+        load_corpus(bad)
     assert CORPUS.is_file()
+
+
+def test_each_voice_is_given_its_own_spelling_of_a_hum() -> None:
+    hum = next(clip for clip in load_corpus() if clip.say == "mhm")
+    piper = next(v for v in ENGLISH_VOICES if v.engine == "piper")
+    espeak = next(v for v in ENGLISH_VOICES if v.engine == "espeak")
+    assert hum.spoken_by(piper).startswith("[[") and hum.spoken_by(piper) != hum.spoken_by(espeak)
+    plain = next(clip for clip in load_corpus() if clip.say == "yeah")
+    assert plain.spoken_by(piper) == plain.spoken_by(espeak) == "yeah"
+    assert {v.engine for v in ENGLISH_VOICES} == {"piper", "espeak"} and len(ENGLISH_VOICES) == 4
 
 
 # --- load_classifier ---------------------------------------------------------------------------

@@ -17,7 +17,14 @@ from edge_agent.audio.pcm import read_wav
 from edge_agent.bench.clipset import clip_set
 from edge_agent.bench.stt import transcribe_clip
 from edge_agent.bench.wer import word_error_rate, word_errors
-from edge_agent.engines.moonshine import MODEL_FILES, MoonshineRecognizer, read_tokenizer
+from edge_agent.conversation.backchannel import normalize
+from edge_agent.demo.voices import espeak
+from edge_agent.engines.moonshine import (
+    MODEL_FILES,
+    MoonshineRecognizer,
+    _first_token,
+    read_tokenizer,
+)
 from edge_agent.engines.ort_model import load_ort_as_onnx, quantized_weights_to_matmul_nbits
 from edge_agent.engines.stt import PocketSphinxRecognizer
 from edge_agent.errors import ModelFileError
@@ -59,6 +66,30 @@ def test_transcribes_real_speech_from_the_wheel(moonshine: MoonshineRecognizer,
     errors, _ = word_errors(BECKETT, transcript.text)
     assert errors <= 1, transcript.text
     assert transcript.words and all(w.start is None for w in transcript.words)  # not timed
+
+
+def test_a_short_interruption_is_not_read_as_nothing(moonshine: MoonshineRecognizer) -> None:
+    # The decoder's first step puts the end token first (0.52) with "Hold" close behind (0.40):
+    # read as "", a real "hold on" over the agent would be dropped as noise.
+    assert normalize(moonshine.transcribe(espeak("hold on", "en-us+f3", 160, 50))) == ["hold", "on"]
+    # ...while silence and noise still read as nothing (the end token at 0.9-1.0).
+    assert moonshine.transcribe(bytes(32000)) == ""
+    noise = np.random.default_rng(0).normal(0, 300, 16000).astype(np.int16).tobytes()
+    assert moonshine.transcribe(noise) == ""
+
+
+def test_the_first_step_ends_only_when_no_word_is_close() -> None:
+    def logits(**probabilities: float) -> np.ndarray:
+        values = np.full(40, 1e-6)
+        for token, p in probabilities.items():
+            values[int(token[1:])] = p
+        return np.log(values)
+
+    end = 2
+    assert _first_token(logits(t2=0.52, t7=0.40)) == 7
+    assert _first_token(logits(t2=0.75, t7=0.2 + 1e-3)) == 7
+    assert _first_token(logits(t2=0.9, t7=0.05, t9=0.04)) == end
+    assert _first_token(logits(t2=0.3, t5=0.6)) == 5
 
 
 def test_the_rewritten_model_dequantizes_nothing_per_call_and_says_the_same(

@@ -122,17 +122,18 @@ def stt_part(bench: Workbench, engines: Sequence[str], every: int) -> dict[str, 
 
 def backchannel_part(bench: Workbench, corpus: Path | None, every: int) -> dict[str, Any]:
     """Every `every`-th clip of the corpus, spoken, recognized, classified (`backchannel`)."""
-    from edge_agent.bench.backchannel import ClipResult, load_corpus, run_corpus
+    from edge_agent.bench.backchannel import ClipResult, load_corpus, run_corpus, voices_for
     from edge_agent.conversation.backchannel import load_classifier
 
     clips = load_corpus(corpus)[::every]
     classifier = load_classifier(bench.config.turns.backchannel_classifier, bench.config.source)
+    total = sum(len(voices_for(clip)) for clip in clips)
     done = 0
 
     def progress(clip: ClipResult) -> None:
         nonlocal done
         done += 1
-        bench.say(f"clip {done}/{len(clips)} [{clip.language}] {clip.say!r} -> "
+        bench.say(f"clip {done}/{total} [{clip.language}, {clip.voice}] {clip.say!r} -> "
                   f"{clip.transcript!r}: {clip.got}{'' if clip.correct else ' (WRONG)'}")
 
     return run_corpus(bench.voice(), bench.recognizer(), classifier, clips, progress=progress)

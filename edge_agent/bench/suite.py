@@ -67,7 +67,7 @@ PARTS = (
          lambda plan: {"engines": list(plan.stt_engines), "clip_every": plan.stt_every},
          summary.stt_rows),
     Part("backchannel", "backchannel classifier on spoken clips through the recognizer",
-         (needs.models(with_llm=False),),
+         (needs.espeak_ng, needs.models(with_llm=False)),
          lambda bench, plan: parts.backchannel_part(bench, None, plan.backchannel_every),
          lambda plan: {"clip_every": plan.backchannel_every}, summary.backchannel_rows),
     Part("memory", "prompt assembly and first token as a session grows, restarts, kills",

@@ -50,7 +50,8 @@ ANY = "any"
 
 ACKNOWLEDGEMENTS: Mapping[str, tuple[str, ...]] = {
     # PocketSphinx's dictionary spells hums "hmm", "hm", "mm", "mhm", "uh-huh", "aha", "ah";
-    # a hum it takes for letters comes out as "m", "m h m".
+    # a hum it takes for letters comes out as "m", "m h m". "And then?" asks the speaker to go
+    # on (Moonshine also writes it for a hum); "make sense", "sound good": recognizers drop the s.
     "en": (
         "mm", "m", "mhm", "mm-hm", "mm-hmm", "m h m", "hm", "hmm", "um-hum", "uh-huh", "uh-hum",
         "ah", "aha", "oh", "ooh", "yeah", "yea", "ya", "yep", "yup", "yes", "right", "that's right",
@@ -58,7 +59,7 @@ ACKNOWLEDGEMENTS: Mapping[str, tuple[str, ...]] = {
         "alright", "all right", "cool", "great", "good", "nice", "fine", "perfect", "exactly",
         "of course", "absolutely", "definitely", "totally", "true", "indeed", "sounds good",
         "makes sense", "fair enough", "i know", "wow", "thanks", "thank you", "go on",
-        "go ahead", "carry on", "uh huh",
+        "go ahead", "carry on", "uh huh", "and then", "make sense", "sound good",
     ),
     "es": (
         "sí", "claro", "claro que sí", "vale", "ajá", "ya", "ya veo", "bueno", "entiendo",

@@ -3,6 +3,11 @@
 The loop asks when it asks for the speculative transcript (`vad.speculate_after_ms` into the
 silence), on a thread of its own, so the verdict comes back on the other core while the
 recognizer works. `conversation.endpoint.silence_needed` combines it with the words.
+
+Pipecat asks Smart Turn after ~200 ms of silence; here it is asked after 64 ms (the default),
+and on Piper's speech the verdicts hardly depend on it: "What time do you open tomorrow?"
+0.94-0.98 after 64 ms of silence and 0.94-0.99 after 256 ms, "Can we sit outside," 0.01-0.08
+and 0.03-0.16, six syntheses each.
 """
 
 from __future__ import annotations

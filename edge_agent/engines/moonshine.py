@@ -24,6 +24,13 @@ peaked at 5.3 GB, and each speculative transcript of it started over). Audio is 
 windows of at most `WINDOW_SECONDS`: once an utterance holds more, its start, up to the quietest
 moment of the window's last `CUT_SEARCH_SECONDS` (a pause between words, not inside one), is
 transcribed once and kept as text; partials transcribe only the rest.
+
+Speech read as nothing: on some short utterances the decoder's first token is the end token
+although a word is nearly as likely ("hold on" in an espeak-ng voice: end 0.52, "Hold" 0.40;
+"I said seven.": 0.59 / 0.22) — an interruption over the agent then transcribed as "" is
+dropped as noise. Whisper never ends on its first step (its `begin_suppress_tokens`); here the
+end token loses its first step only to a word at least `FIRST_WORD_RIVAL` likely, so silence
+and noise (end 0.90-1.00, no word above 0.05) and most hums still read as "".
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ _START, _END = 1, 2
 _TOKENS_PER_SECOND = 7.0
 """Cap on decoded tokens per second of audio (speech runs at ~3-5), so that noise or silence,
 on which encoder-decoder models may loop, cannot keep the decoder busy."""
+FIRST_WORD_RIVAL = 0.2
+"""A first word at least this likely is read instead of an end token on the first step."""
 _LOOP = 3
 """A run of at least this many tokens repeated back to back ends decoding, and the repeat is
 dropped: on noise the decoder may say a sentence again and again."""
@@ -193,7 +202,8 @@ class MoonshineRecognizer:
                 # The encoder's keys and values are computed once, on the first step.
                 if step == 0 or ".decoder." in name:
                     past[name.replace("present", "past_key_values")] = value
-            token = int(np.argmax(outputs[0][0, -1]))
+            token = _first_token(outputs[0][0, -1]) if step == 0 else int(
+                np.argmax(outputs[0][0, -1]))
             if token == _END:
                 break
             tokens.append(token)
@@ -251,6 +261,19 @@ def _listed(names: list[str]) -> str:
     shown_names = [shown(n, 60) for n in names[:6]]
     more = f" and {len(names) - 6} more" if len(names) > 6 else ""
     return (", ".join(shown_names) or "no input") + more
+
+
+def _first_token(logits: np.ndarray) -> int:
+    """The first step's token: the likeliest, unless that is the end token and a word is at
+    least `FIRST_WORD_RIVAL` likely."""
+    best = int(np.argmax(logits))
+    if best != _END:
+        return best
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    probabilities[_END] = 0.0
+    rival = int(np.argmax(probabilities))
+    return rival if probabilities[rival] >= FIRST_WORD_RIVAL else _END
 
 
 def _repeat(tokens: list[int]) -> int:
