@@ -22,7 +22,7 @@ from edge_agent.demo.voices import espeak
 from edge_agent.engines.moonshine import (
     MODEL_FILES,
     MoonshineRecognizer,
-    _first_token,
+    _next_token,
     read_tokenizer,
 )
 from edge_agent.engines.ort_model import load_ort_as_onnx, quantized_weights_to_matmul_nbits
@@ -86,10 +86,12 @@ def test_the_first_step_ends_only_when_no_word_is_close() -> None:
         return np.log(values)
 
     end = 2
-    assert _first_token(logits(t2=0.52, t7=0.40)) == 7
-    assert _first_token(logits(t2=0.75, t7=0.2 + 1e-3)) == 7
-    assert _first_token(logits(t2=0.9, t7=0.05, t9=0.04)) == end
-    assert _first_token(logits(t2=0.3, t5=0.6)) == 5
+    assert _next_token(logits(t2=0.52, t7=0.40), first_step=True) == 7
+    assert _next_token(logits(t2=0.75, t7=0.2 + 1e-3), first_step=True) == 7
+    assert _next_token(logits(t2=0.9, t7=0.05, t9=0.04), first_step=True) == end
+    assert _next_token(logits(t2=0.3, t5=0.6), first_step=True) == 5
+    # Later steps end where the end token is likeliest: a finished sentence stops there.
+    assert _next_token(logits(t2=0.52, t7=0.40), first_step=False) == end
 
 
 def test_the_rewritten_model_dequantizes_nothing_per_call_and_says_the_same(

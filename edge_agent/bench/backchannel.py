@@ -48,6 +48,8 @@ _CHUNK_MS = 100
 ENGLISH_VOICES: tuple[Voice, ...] = tuple(
     v for v in VOICES if v.name in ("piper-joe", "espeak-us", "espeak-us-f3", "espeak-rp-m3"))
 """Who says each English clip."""
+_SPELLINGS = ("piper", "espeak")
+"""A clip's optional keys: what one kind of voice is given instead of `say`."""
 
 
 @dataclass(frozen=True)
@@ -102,12 +104,11 @@ class ClipResult:
         return self.got == self.expected
 
 
-def voices_for(clip: CorpusClip, english_voices: Sequence[Voice] = ENGLISH_VOICES
-               ) -> Sequence[Voice]:
-    """Who says `clip`: `english_voices` for an English one, else espeak-ng's voice for its
+def voices_for(clip: CorpusClip) -> Sequence[Voice]:
+    """Who says `clip`: `ENGLISH_VOICES` for an English one, else espeak-ng's voice for its
     language."""
     if clip.language == "en":
-        return english_voices
+        return ENGLISH_VOICES
     return (Voice(f"espeak-{clip.language}", "espeak", clip.language, 160, 50),)
 
 
@@ -126,13 +127,13 @@ def load_corpus(path: Path | None = None) -> tuple[CorpusClip, ...]:
 def _clip(entry: Any, source: str, key: str) -> CorpusClip:
     if not isinstance(entry, dict):
         raise ConfigError(source, key, "must be a table ([[clip]])")
-    keys = ("say", "label", "language", "piper", "espeak")
+    keys = ("say", "label", "language", *_SPELLINGS)
     extra = set(entry) - set(keys)
     if extra:
         raise ConfigError(source, f"{key}.{sorted(extra)[0]}",
                           f"unknown key ({', '.join(keys)})")
-    for name in ("say", *(n for n in ("piper", "espeak") if n in entry)):
-        text = entry.get(name)
+    spellings = {name: entry[name] for name in _SPELLINGS if name in entry}
+    for name, text in {"say": entry.get("say"), **spellings}.items():
         if not isinstance(text, str) or not text.strip():
             raise ConfigError(source, f"{key}.{name}", "must be a non-empty string")
     say = entry["say"]
@@ -144,20 +145,18 @@ def _clip(entry: Any, source: str, key: str) -> CorpusClip:
     if language not in LANGUAGES:
         raise ConfigError(source, f"{key}.language", f"must be one of {', '.join(LANGUAGES)}, "
                           f"got {language!r}")
-    text = {name: entry[name] for name in ("piper", "espeak") if name in entry}
-    return CorpusClip(say, Verdict(entry["label"]), str(language), **text)
+    return CorpusClip(say, Verdict(entry["label"]), str(language), **spellings)
 
 
 def run_corpus(piper: PiperSpeech, stt: SpeechRecognizer, classifier: BackchannelClassifier,
                clips: Sequence[CorpusClip], language: str | None = None,
-               progress: Callable[[ClipResult], None] | None = None,
-               english_voices: Sequence[Voice] = ENGLISH_VOICES) -> dict[str, Any]:
+               progress: Callable[[ClipResult], None] | None = None) -> dict[str, Any]:
     """Speak every clip in each of its voices (`voices_for`), recognize and classify it.
     `language`: what the classifier is told (the configured conversation language); None tells
     it each clip's own language."""
     results = []
     for clip in clips:
-        for voice in voices_for(clip, english_voices):
+        for voice in voices_for(clip):
             result = _one_clip(piper, voice, stt, classifier, clip, language or clip.language)
             results.append(result)
             if progress is not None:

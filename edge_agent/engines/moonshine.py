@@ -202,8 +202,7 @@ class MoonshineRecognizer:
                 # The encoder's keys and values are computed once, on the first step.
                 if step == 0 or ".decoder." in name:
                     past[name.replace("present", "past_key_values")] = value
-            token = _first_token(outputs[0][0, -1]) if step == 0 else int(
-                np.argmax(outputs[0][0, -1]))
+            token = _next_token(outputs[0][0, -1], first_step=step == 0)
             if token == _END:
                 break
             tokens.append(token)
@@ -263,11 +262,11 @@ def _listed(names: list[str]) -> str:
     return (", ".join(shown_names) or "no input") + more
 
 
-def _first_token(logits: np.ndarray) -> int:
-    """The first step's token: the likeliest, unless that is the end token and a word is at
-    least `FIRST_WORD_RIVAL` likely."""
+def _next_token(logits: np.ndarray, first_step: bool) -> int:
+    """The likeliest token; on the first step, not the end token when a word is at least
+    `FIRST_WORD_RIVAL` likely."""
     best = int(np.argmax(logits))
-    if best != _END:
+    if best != _END or not first_step:
         return best
     probabilities = np.exp(logits - logits.max())
     probabilities /= probabilities.sum()
