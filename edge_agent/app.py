@@ -130,7 +130,7 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
         with _fix_hint(config, catalog, "turn"):
             turn_end = SmartTurn(paths["turn"])
         names["turn_end"] = f"smart-turn ({paths['turn'].name})"
-    engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts, turn_end=turn_end)
+    engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts, turn_end=turn_end, cpu=share)
     return engines, names
 
 

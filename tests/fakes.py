@@ -19,6 +19,7 @@ from edge_agent.engines.base import (
     ToolSpec,
     Transcript,
 )
+from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.heard.timings import WordTiming, tokenize
 from edge_agent.memory.summarizer import Summary, SummaryPreempted
 from edge_agent.owner import InlineOwner as InlineOwner  # re-exported: tests take it from here
@@ -163,26 +164,43 @@ class FakeLanguageModel:
             raise RuntimeError(f"the model failed on request {self._streams}")
 
 
+class ScriptedMeter:
+    """Other programs' load on the CPU (`cpu_share.LoadMeter`), as the test sets it."""
+
+    def __init__(self, others: float = 0.0) -> None:
+        self.others = others
+
+    def others_cores(self) -> float:
+        return self.others
+
+
 class FakeSpeech:
     """Every token takes `word_ms` of audio (a constant tone), followed by `gap_ms` of silence.
 
     Synthesizing a text for which `fail_when` is true raises `RuntimeError` (the text goes to
-    `failed`, not to `synthesized`); `fail_when` may be changed between calls."""
+    `failed`, not to `synthesized`); `fail_when` may be changed between calls. With `share`,
+    `listener_waited` notes for each text synthesized whether a listener waited for it there
+    (the model held)."""
 
     def __init__(self, sample_rate: int = 16000, word_ms: int = 300, gap_ms: int = 100,
-                 fail_when: Callable[[str], bool] | None = None) -> None:
+                 fail_when: Callable[[str], bool] | None = None,
+                 share: CpuShare | None = None) -> None:
         self.sample_rate = sample_rate
         self._word = sample_rate * word_ms // 1000
         self._gap = sample_rate * gap_ms // 1000
         self.synthesized: list[str] = []
         self.failed: list[str] = []
         self.fail_when = fail_when
+        self._share = share
+        self.listener_waited: list[bool] = []
 
     def synthesize(self, text: str) -> SpeechAudio:
         if self.fail_when is not None and self.fail_when(text):
             self.failed.append(text)
             raise RuntimeError(f"the voice failed on {text!r}")
         self.synthesized.append(text)
+        if self._share is not None:
+            self.listener_waited.append(self._share.hold_while_listener_waits(at_most_s=0.0))
         words = []
         position = 0
         for start, end in tokenize(text):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,16 +13,7 @@ import pytest
 
 from edge_agent.bench.cotenant import busy_processes
 from edge_agent.engines.cpu_share import SAMPLE_EVERY_S, CpuShare, ProcLoadMeter, usable_cores
-
-
-class ScriptedMeter:
-    """Other programs' load, as the test sets it."""
-
-    def __init__(self, others: float = 0.0) -> None:
-        self.others = others
-
-    def others_cores(self) -> float:
-        return self.others
+from tests.fakes import ScriptedMeter
 
 
 @pytest.mark.parametrize(("cores", "others", "expected"), [
@@ -55,6 +47,41 @@ def test_the_llm_keeps_one_thread_however_busy_the_machine_is() -> None:
     share = CpuShare(2, ScriptedMeter(2.0))
     with share.working(1):
         assert share.llm_threads(0) == 1
+
+
+def test_the_llm_holds_while_a_listener_waits_and_goes_on_as_soon_as_nobody_does() -> None:
+    share = CpuShare(2, ScriptedMeter(0.0))
+    assert share.hold_while_listener_waits() is False  # nobody waits: no hold at all
+    held: list[tuple[bool, bool]] = []
+    released = threading.Event()
+
+    def next_token() -> None:
+        waited = share.hold_while_listener_waits(at_most_s=60.0)
+        held.append((waited, released.is_set()))
+
+    with share.listener_waiting(), share.listener_waiting():  # two waits: both must end
+        llm = threading.Thread(target=next_token)
+        llm.start()
+        llm.join(0.2)
+        assert llm.is_alive()
+        with share.listener_waiting():
+            pass
+        llm.join(0.2)
+        assert llm.is_alive()  # one of the two still waits
+        released.set()
+    llm.join(10.0)
+    assert held == [(True, True)]
+
+
+def test_a_listener_waiting_forever_holds_the_llm_only_so_long() -> None:
+    share = CpuShare(2, ScriptedMeter(0.0))
+    with share.listener_waiting():
+        started = time.monotonic()
+        assert share.hold_while_listener_waits(at_most_s=0.05) is True
+        assert time.monotonic() - started >= 0.05
+    with pytest.raises(RuntimeError), share.listener_waiting():
+        raise RuntimeError("the voice failed")
+    assert share.hold_while_listener_waits(at_most_s=0.0) is False  # a failure ends the wait
 
 
 def _stat(path: Path, busy_ticks: int, idle_ticks: int) -> None:
@@ -121,6 +148,28 @@ def test_the_llm_changes_its_threads_between_tokens_as_the_machine_gets_busy(mod
     assert seen[0] == 2
     assert seen[-1] == 1
     assert len(seen) > 4
+
+
+@pytest.mark.models
+def test_the_llm_writes_no_token_while_a_listener_waits(model_path: Any) -> None:
+    from edge_agent.engines.llm import LlamaLanguageModel
+
+    share = CpuShare(2, ScriptedMeter(0.0))
+    llm = LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=1024, threads=0,
+                             max_tokens=24, temperature=0.0, seed=7, share=share)
+    pieces = iter(llm.stream([{"role": "user", "content": "Count from one to twenty."}]))
+    next(pieces)
+    released = threading.Event()
+    came: list[bool] = []
+    llm_thread = threading.Thread(target=lambda: came.append(
+        bool(next(pieces, None)) and released.is_set()))
+    with share.listener_waiting():
+        llm_thread.start()
+        llm_thread.join(0.3)  # time for a dozen tokens
+        released.set()
+    llm_thread.join(30.0)
+    assert came == [True]  # the next token came only after the wait ended
+    assert len([piece for piece in pieces if piece]) > 4  # and the rest flows again
 
 
 @pytest.mark.models

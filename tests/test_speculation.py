@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from edge_agent.audio.pcm import silence
+from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.events import (
     LlmRequest,
     PlaybackStarted,
@@ -16,7 +17,7 @@ from edge_agent.events import (
     UserSpeechEnded,
     UserTurn,
 )
-from tests.fakes import speech
+from tests.fakes import FakeSpeech, ScriptedMeter, speech
 from tests.timeline import Harness, stop
 
 REPLY = "Sure, a table for two. What time?"
@@ -113,3 +114,31 @@ async def test_the_words_decide_how_much_silence_ends_a_turn() -> None:
     # 32 ms frames: the first frame at or past each silence.
     assert waits == {"What time do you open?": 224, "I'd like a table for": 928,
                      "what time do you open": 512}
+
+
+async def test_the_model_is_held_only_while_the_listener_waits_for_the_first_piece() -> None:
+    """Prepared or not, a reply's first piece is synthesized with the model held (nothing is
+    playing: the listener waits for it); the pieces after it are not (the first one plays)."""
+    share = CpuShare(2, ScriptedMeter(0.0))
+    # The first turn's words changed after it was prepared: the reply synthesizes its first
+    # piece again itself. The second turn is answered from its preparation.
+    h = Harness(transcripts=["a table for two", "at eight please"], partials=["a table"],
+                replies=[REPLY, "Eight it is. See you then."], greeting="Hello there. Welcome.",
+                tts=FakeSpeech(share=share), cpu=share)
+    task = await h.start()
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
+    h.mic.say(speech(0.6))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)
+    h.mic.say(_gap(1.0) + speech(0.6, seed=2))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 3)
+    await stop(task)
+    voice = h.tts
+    assert isinstance(voice, FakeSpeech)
+    assert [(e.turn, e.reason) for e in h.events(SpeculationCancelled)] == [  # type: ignore[attr-defined]
+        (1, "words changed")]
+    assert list(zip(voice.synthesized, voice.listener_waited, strict=True)) == [
+        ("Hello there. ", True), ("Welcome.", False),  # the greeting
+        ("Sure, ", True),  # prepared, then thrown away
+        ("Sure, ", True), ("a table for two. ", False), ("What time?", False),
+        ("Eight it is. ", True), ("See you then.", False)]  # prepared and used
+    assert not share.hold_while_listener_waits(at_most_s=0.0)  # nobody waits once it is over

@@ -21,6 +21,7 @@ from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import ChatMessage, TextToSpeech
+from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.events import Event, EventLog, Notice
 from edge_agent.memory.conversation_memory import ConversationMemory, utc_now
 from edge_agent.memory.kept_audio import AudioKeeper
@@ -71,6 +72,8 @@ class Harness:
     """The end-of-turn model's verdicts, in order (None: no model)."""
     turn_end_delay: float = 0.0
     """Seconds each verdict of the end-of-turn model takes (on the virtual clock)."""
+    cpu: CpuShare | None = None
+    """Where the engines share the cores (`Engines.cpu`)."""
     real: Engines | None = None
     """Real engines to use instead of the fakes: its VAD, recognizer and end-of-turn model
     (the language model and the voice stay scripted)."""
@@ -96,7 +99,7 @@ class Harness:
         )
         self.turn_end = FakeTurnEnd(self.sounds) if self.sounds is not None else None
         engines = Engines(FakeVad(), FakeRecognizer(self.transcripts, partials=self.partials),
-                          self.llm, self.tts, self.turn_end)
+                          self.llm, self.tts, self.turn_end, self.cpu)
         if self.real is not None:
             engines = dataclasses.replace(self.real, llm=self.llm, tts=self.tts)
 

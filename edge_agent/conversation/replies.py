@@ -41,6 +41,7 @@ from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.engines.base import ChatMessage, SpeechAudio, ToolCall
+from edge_agent.engines.cpu_share import listener_waits
 from edge_agent.events import (
     EventLog,
     LlmRequest,
@@ -106,7 +107,7 @@ class Responder:
 
         async def synthesize(text: str) -> SpeechAudio:
             try:
-                return await self._synthesize(text)
+                return await self._synthesize(text, first=True)
             except EngineFailure as failure:
                 failures.append(failure)
                 raise
@@ -175,8 +176,11 @@ class Responder:
         """The next request's messages; `pending_user`: a user turn not in history yet."""
         return self.memory.messages(pending_user)
 
-    async def _synthesize(self, text: str) -> SpeechAudio:
-        return await tagged("tts", self._tts_thread.call(self._engines.tts.synthesize, text))
+    async def _synthesize(self, text: str, first: bool = False) -> SpeechAudio:
+        """`text` in the voice; `first`: the reply's first piece, which the listener waits for:
+        the model holds meanwhile (`CpuShare.listener_waiting`)."""
+        with listener_waits(self._engines.cpu) if first else contextlib.nullcontext():
+            return await tagged("tts", self._tts_thread.call(self._engines.tts.synthesize, text))
 
     async def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
         messages = self._prompt()
@@ -349,9 +353,10 @@ class Responder:
                 unit.add_audio(0, (), text_start, text_end)
                 continue
             audio = await self._prepared.audio_for(clause) if self._prepared is not None else None
+            first = unit.audio_samples == 0 and unit.unit_id == self._first_unit_of_reply
             if audio is None:
-                audio = await self._synthesize(clause)
-            if unit.audio_samples == 0 and unit.unit_id == self._first_unit_of_reply:
+                audio = await self._synthesize(clause, first)
+            if first:
                 audio = audio.without_leading_silence()  # the listener waits for this one
             self._stage(turn, "first_piece")
             if self._playback.queue(unit, audio, text_start, text_end):

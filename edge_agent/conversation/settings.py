@@ -19,6 +19,7 @@ from edge_agent.engines.base import (
     TurnEndModel,
     VoiceActivityDetector,
 )
+from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.heard.truncation import HeardPolicy
 from edge_agent.memory.conversation_memory import MemorySettings
 
@@ -71,3 +72,6 @@ class Engines:
     """Speech with word timings."""
     turn_end: TurnEndModel | None = None
     """Whether a turn sounds finished (None: the words alone decide)."""
+    cpu: CpuShare | None = None
+    """Where the engines share the cores; the loop marks when the listener waits for the voice
+    (None: nothing is shared)."""

@@ -27,6 +27,21 @@ not the ones that collapse.
 The rule for a machine of N cores with nothing else on it: the LLM on N threads while it writes
 alone, N - 1 while the voice synthesizes a clause (or the recognizer transcribes), fewer when
 another program keeps cores busy. On 2 cores that is 2, 1 and 1.
+
+One wait is not shared at all: while the voice synthesizes the first piece of a reply, the
+listener hears nothing until it is done, and the rest of the reply is not needed before that
+piece has played (a second or more). So the LLM stops between tokens while a listener waits
+(`CpuShare.listener_waiting`, `CpuShare.hold_while_listener_waits`). Measured on a 2-core PC,
+Piper synthesizing "I'm not a parking service," while SmolLM2-135M writes a long reply
+(median of 8; alone: 135-145 ms):
+
+| beside them | model held | model writing on 1 thread |
+|---|---|---|
+| nothing | 140 ms | 146 ms |
+| one busy process | 157 ms | 218 ms |
+
+llama.cpp's second worker keeps spinning when the model is told to use one thread, and on a
+machine where another program takes a core, that is the core the voice needed.
 """
 
 from __future__ import annotations
@@ -43,6 +58,9 @@ from typing import Protocol
 SAMPLE_EVERY_S = 0.2
 """The load of other programs is re-measured at most this often (reading /proc/stat costs
 ~20 µs; per token it would be noise, not news)."""
+HOLD_AT_MOST_S = 2.0
+"""The LLM waits at most this long per token for a listener (a guard: the longest first piece
+Piper synthesizes on a Raspberry Pi takes well under it)."""
 CORE_TAKEN_AT = 0.5
 """Share of a core other programs must use for the LLM to leave that core to them. Measured
 on a 2-core PC, SmolLM2-135M beside one process busy a share of every 10 ms (of every 100 ms):
@@ -106,6 +124,8 @@ class CpuShare:
         self._lock = threading.Lock()
         self._engine_threads = 0
         """Threads of the agent's other engines working right now."""
+        self._listeners_waiting = 0
+        self._nobody_waits = threading.Condition(self._lock)
 
     @property
     def cores(self) -> int:
@@ -122,6 +142,28 @@ class CpuShare:
             with self._lock:
                 self._engine_threads -= threads
 
+    @contextlib.contextmanager
+    def listener_waiting(self) -> Iterator[None]:
+        """While inside, the listener waits for what is being done (the first piece of a
+        reply): the LLM holds between its tokens (`hold_while_listener_waits`)."""
+        with self._lock:
+            self._listeners_waiting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._listeners_waiting -= 1
+                self._nobody_waits.notify_all()
+
+    def hold_while_listener_waits(self, at_most_s: float = HOLD_AT_MOST_S) -> bool:
+        """Block (the LLM's thread, between tokens) while a listener waits, at most
+        `at_most_s`; True when it waited."""
+        with self._lock:
+            if self._listeners_waiting == 0:
+                return False
+            self._nobody_waits.wait_for(lambda: self._listeners_waiting == 0, at_most_s)
+            return True
+
     def llm_threads(self, ceiling: int) -> int:
         """Threads for the LLM's next step: the cores nobody else needs, 1 .. `ceiling`
         (0: the core count)."""
@@ -134,6 +176,11 @@ class CpuShare:
 def at_work(share: CpuShare | None, threads: int) -> contextlib.AbstractContextManager[None]:
     """`share.working(threads)`, or nothing to mark without a share."""
     return contextlib.nullcontext() if share is None else share.working(threads)
+
+
+def listener_waits(share: CpuShare | None) -> contextlib.AbstractContextManager[None]:
+    """`share.listener_waiting()`, or nothing to mark without a share."""
+    return contextlib.nullcontext() if share is None else share.listener_waiting()
 
 
 class ProcLoadMeter:

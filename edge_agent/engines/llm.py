@@ -131,8 +131,10 @@ class LlamaLanguageModel:
 
     def _take_free_cores(self) -> None:
         """Run the next steps on the cores nobody else needs now (all `threads` without a
-        share): a llama.cpp thread without a core stalls every token."""
+        share): a llama.cpp thread without a core stalls every token. While a listener waits
+        for the first piece of a reply, first wait: the voice needs every core then."""
         if self._share is not None:
+            self._share.hold_while_listener_waits()
             threads = self._share.llm_threads(self._threads)
             self._llama._ctx.set_n_threads(threads, threads)
 
