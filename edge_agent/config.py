@@ -67,7 +67,7 @@ class VadConfig:
     """Silence that ends a turn whose words finish a sentence ("What time do you open?")."""
     end_silence_incomplete_ms: int = 1000
     """Silence that ends a turn whose words stop mid-phrase ("a table for…", "um")."""
-    speculate_after_ms: int = 64
+    speculate_after_ms: int = 32
     """Silence after which the words are transcribed, the end-of-turn model asked and the
     answer prepared (not played)."""
     end_model: str = "smart-turn-v3.2"
@@ -131,8 +131,8 @@ class TtsConfig:
     """Piper voice: a name from `edge-agent models list` or a path to a voice .onnx file."""
     length_scale: float = 1.0
     """Speaking rate: above 1 slower, below 1 faster."""
-    threads: int = 1
-    """CPU threads for the voice (onnxruntime)."""
+    threads: int = 2
+    """CPU threads for the voice (onnxruntime; its idle threads sleep, they do not spin)."""
 
 
 @dataclass(frozen=True)

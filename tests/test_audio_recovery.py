@@ -20,6 +20,7 @@ import pytest
 from edge_agent.audio import pulse_rig
 from edge_agent.audio.pacing import PACED_FRAMES
 from edge_agent.audio.portaudio_host import PortAudioHost
+from edge_agent.audio.pyaudio_io import CAPTURE_PERIOD
 from edge_agent.audio.resilient import (
     Backoff,
     ResilientMicrophone,
@@ -81,7 +82,7 @@ class FakeStream:
                                                         "output_buffer_dac_time": now + LATENCY}, 0)
             self.handed.append((now + LATENCY, data))
         else:
-            self.callback(TONE, self.frames, {}, 0)
+            self.callback(TONE[:2 * self.frames], self.frames, {}, 0)
 
     def played_by(self, when: float, rate: int = SPEAKER_RATE) -> int:
         """Audio (nonzero) samples that reached the fake DAC by `when`."""
@@ -205,6 +206,8 @@ async def test_microphone_retries_with_backoff_yields_silence_and_comes_back() -
     frames: list[tuple[float, bytes]] = []
     listening = asyncio.create_task(_collect(mic, frames, clock))
     await clock.advance(1.0)
+    # Whole frames, assembled from PortAudio's short periods.
+    assert pa.streams[0].frames == CAPTURE_PERIOD < len(TONE) // 2
     assert frames and all(f == TONE for _, f in frames)
 
     unplugged = clock.now()
@@ -475,6 +478,34 @@ async def test_microphone_comes_back_after_its_device_does(pulse: pulse_rig.Puls
         listening.cancel()
         await asyncio.gather(listening, return_exceptions=True)
         host.terminate()
+
+
+@pytest.mark.audio
+async def test_the_microphone_hands_over_whole_frames_of_every_sample_played(
+        pulse: pulse_rig.PulseServer) -> None:
+    """Frames are assembled from PortAudio's short capture periods: 512 samples each, in order,
+    nothing dropped or doubled (the played noise is found bit for bit)."""
+    from edge_agent.audio.pcm import write_wav
+
+    clock = MonotonicClock()
+    host = _live_host()
+    mic = ResilientMicrophone(host, "usbmic", clock, Said(clock))
+    frames: list[tuple[float, bytes]] = []
+    listening = asyncio.create_task(_collect(mic, frames, clock))
+    noise = _tone(1.5, pulse_rig.MIC_RATE, seed=3)
+    try:
+        await _until(lambda: len(frames) > 10, "the first frames")
+        write_wav(pulse.root / "noise.wav", noise, pulse_rig.MIC_RATE)
+        player = pulse.play(pulse.root / "noise.wav", "micsink")
+        await asyncio.to_thread(player.wait)
+        heard = len(frames)
+        await _until(lambda: len(frames) > heard + 10, "the frames after it")
+    finally:
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
+        host.terminate()
+    assert {len(frame) for _, frame in frames} == {2 * mic.frame_samples}
+    assert noise in b"".join(frame for _, frame in frames)
 
 
 def _wav(path: Path) -> Path:

@@ -60,7 +60,7 @@ async def test_speech_that_resumes_throws_the_prepared_answer_away_without_a_tra
     h = Harness(transcripts=["i want a table for two"], replies=[REPLY, "Never said."],
                 greeting="", db_path=tmp_path / "memory.db")
     task = await h.start()
-    # A pause longer than speculate_after_ms (64) but shorter than the end of a turn (320).
+    # A pause longer than speculate_after_ms (32) but shorter than the end of a turn (320).
     h.mic.say(speech(0.45) + _gap(0.25) + speech(0.6, seed=2))
     await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
     await stop(task)

@@ -25,6 +25,9 @@ def open_session(model: bytes | Path, threads: int) -> Any:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # Threads that wait for work sleep instead of spinning: they would take the core another
+    # engine is working on (a voice on 2 threads beside the language model).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.enable_cpu_mem_arena = False
     options.log_severity_level = 3  # errors only: no warnings on stderr during a call
     source = str(model) if isinstance(model, Path) else model
