@@ -73,7 +73,7 @@ def test_gaps_stops_and_event_figures() -> None:
     assert result["stop_ms"]["values"] == pytest.approx([180.0], abs=0.2)
     assert result["questions_unanswered"] == 0
     assert result["barge_in_confirmed_ms"]["values"] == [350.0]
-    assert result["interruptions"] == {"count": 1, "missed": 0}
+    assert result["interruptions"] == {"count": 1, "missed": 0, "said_in_silence": 0}
     assert result["backchannels"] == {"count": 1, "false_interruptions": 0}
     # Stages of turn 1, from the end of speech as the agent heard it (2.4 - 0.3 s).
     assert result["stages_ms"]["transcript"]["values"] == [250.0]
@@ -166,7 +166,7 @@ def test_more_caller_events_than_lines_are_reported_not_a_crash() -> None:
     assert result["lines_unsaid"] == 0
     # The interruption's figure is its own event's, not the repeat's.
     assert result["barge_in_confirmed_ms"]["values"] == [300.0]
-    assert result["interruptions"] == {"count": 1, "missed": 0}
+    assert result["interruptions"] == {"count": 1, "missed": 0, "said_in_silence": 0}
     assert result["backchannels"] == {"count": 0, "false_interruptions": 0}
 
 
@@ -183,3 +183,25 @@ def test_a_line_never_said_is_counted_and_the_next_one_still_matched() -> None:
     assert result["lines_unsaid"] == 1
     assert result["unmatched_caller_events"] == []
     assert result["backchannels"] == {"count": 2, "false_interruptions": 1}
+
+
+def test_an_interruption_after_the_reply_ended_is_not_a_missed_one() -> None:
+    """A short reply can end before the scripted interruption begins: that line interrupts
+    nothing and is counted apart; one begun while the agent spoke that cut nothing is missed."""
+    script = [ScriptedLine("question", "Can I bring my dog?"),
+              ScriptedLine("interruption", "Hold on, is it open on Monday?"),
+              ScriptedLine("question", "Do you take credit cards?"),
+              ScriptedLine("interruption", "Wait, what about Sunday?")]
+    events = [
+        _spoke(1.0, "Can I bring my dog?"),
+        {"type": "PlaybackStarted", "at": 2.5, "unit_id": "u1"},
+        {"type": "UnitFinalized", "at": 3.5, "finalize": {"unit_id": "u1"}},
+        _spoke(4.0, "Hold on, is it open on Monday?"),  # u1 had ended
+        {"type": "PlaybackStarted", "at": 6.0, "unit_id": "u2"},
+        _spoke(7.0, "Do you take credit cards?"),
+        {"type": "PlaybackStarted", "at": 8.5, "unit_id": "u3"},
+        _spoke(9.0, "Wait, what about Sunday?"),  # u3 plays on: missed
+        {"type": "UnitFinalized", "at": 11.0, "finalize": {"unit_id": "u3"}},
+    ]
+    result = from_events(script, events)
+    assert result["interruptions"] == {"count": 2, "missed": 1, "said_in_silence": 1}

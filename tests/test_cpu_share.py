@@ -160,15 +160,15 @@ def test_the_llm_writes_no_token_while_a_listener_waits(model_path: Any) -> None
     pieces = iter(llm.stream([{"role": "user", "content": "Count from one to twenty."}]))
     next(pieces)
     released = threading.Event()
-    came: list[bool] = []
+    came: list[tuple[bool, bool]] = []  # (a piece came, the wait had ended when it did)
     llm_thread = threading.Thread(target=lambda: came.append(
-        bool(next(pieces, None)) and released.is_set()))
+        (next(pieces, None) is not None, released.is_set())))
     with share.listener_waiting():
         llm_thread.start()
         llm_thread.join(0.3)  # time for a dozen tokens
         released.set()
     llm_thread.join(30.0)
-    assert came == [True]  # the next token came only after the wait ended
+    assert came == [(True, True)]  # the next token came only after the wait ended
     assert len([piece for piece in pieces if piece]) > 4  # and the rest flows again
 
 

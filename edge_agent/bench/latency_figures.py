@@ -8,6 +8,9 @@ From the recording (caller on one channel, the agent's speaker on the other):
 From the event log (the caller's onset taken when its line started playing):
 - **word error rate** of what the agent heard of each answered line;
 - **barge-in confirmed**: onset -> the interruption decided (playback cut for good);
+- **interruptions missed**: interruption lines begun while the agent spoke that did not cut
+  it off; one begun after the reply had ended (a short model reply) interrupts nothing and is
+  counted apart (`said_in_silence`);
 - **false interruptions**: backchannel lines that cut the agent off;
 - **cut off**: questions taken as two turns or more (a pause inside the line ended the turn);
 - **stages** of each answered question, from the end of the caller's speech as the agent
@@ -90,7 +93,10 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
                 ) -> dict[str, Any]:
     """The figures the event log gives (see the module docstring)."""
     confirmed: list[float] = []
-    false_interruptions = missed = 0
+    false_interruptions = 0
+    uncut = {"missed": 0, "said_in_silence": 0}  # interruption lines that cut nothing
+    playing: set[str] = set()  # units the agent has started playing and not finalized
+    talking_at_onset = False
     current: int | None = None  # the script line being said, None for an unmatched event
     last = -1  # the last script line matched
     matched = 0
@@ -107,11 +113,15 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
     def kind() -> str:
         return script[current].kind if current is not None else "unmatched"
 
+    def end_line() -> None:
+        if kind() == "interruption" and not cut:
+            uncut["missed" if talking_at_onset else "said_in_silence"] += 1
+
     for event in events:
         name, at = event["type"], float(event["at"])
         if name == "CallerSpoke":
-            if kind() == "interruption" and not cut:
-                missed += 1
+            end_line()
+            talking_at_onset = bool(playing)
             text = str(event["text"])
             current = _next_line(script, current, last, text)
             if current is None:
@@ -142,8 +152,11 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
             turn_stages.pop(int(event["turn"]), None)
         elif name == "TurnStage":
             turn_stages.setdefault(int(event["turn"]), {})[event["stage"]] = at
-    if kind() == "interruption" and not cut:
-        missed += 1
+        elif name == "PlaybackStarted":
+            playing.add(str(event["unit_id"]))
+        elif name == "UnitFinalized":
+            playing.discard(str(event["finalize"]["unit_id"]))
+    end_line()
     stages: dict[str, list[float]] = {}
     heard = [(said, text) for said, text in heard_lines if said]
     for turn, end in turn_ends.items():
@@ -154,7 +167,7 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
         "user_turns_wer_percent": round(100 * word_error_rate(heard), 1),
         "user_turns": [{"said": a, "heard": b} for a, b in heard],
         "barge_in_confirmed_ms": summarize(confirmed),
-        "interruptions": {"count": kinds.count("interruption"), "missed": missed},
+        "interruptions": {"count": kinds.count("interruption"), **uncut},
         "backchannels": {"count": kinds.count("backchannel"),
                          "false_interruptions": false_interruptions},
         # A question taken as two turns or more: a pause inside it ended the turn, and the
@@ -194,7 +207,8 @@ def table(result: dict[str, Any]) -> str:
         f"off in a pause inside the line): {result['questions_cut_off']}/"
         f"{result['exchanges']}; peak RSS of the process {result['peak_rss_mb']} MB",
         f"interruptions missed: {result['interruptions']['missed']}/"
-        f"{result['interruptions']['count']}",
+        f"{result['interruptions']['count']} ({result['interruptions']['said_in_silence']} "
+        f"said after the reply had ended)",
         f"false interruptions on backchannels: {result['backchannels']['false_interruptions']}/"
         f"{result['backchannels']['count']}",
     ]
