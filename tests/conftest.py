@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.audio import pulse_rig as pulse
+from edge_agent.bench import pulse_rig as pulse
 from edge_agent.models.catalog import Catalog, load_catalog
 from tests import model_server
 

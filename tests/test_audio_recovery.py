@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edge_agent.audio import pulse_rig
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pacing import PACED_FRAMES
 from edge_agent.audio.portaudio_host import PortAudioHost
 from edge_agent.audio.pyaudio_io import CAPTURE_PERIOD
@@ -27,6 +27,7 @@ from edge_agent.audio.resilient import (
     StateSayer,
 )
 from edge_agent.audio.resilient_speaker import ResilientSpeaker
+from edge_agent.bench import pulse_rig
 from edge_agent.clock import MonotonicClock, VirtualClock
 
 SPEAKER_RATE = 22050
@@ -492,10 +493,10 @@ async def test_the_microphone_hands_over_whole_frames_of_every_sample_played(
     mic = ResilientMicrophone(host, "usbmic", clock, Said(clock))
     frames: list[tuple[float, bytes]] = []
     listening = asyncio.create_task(_collect(mic, frames, clock))
-    noise = _tone(1.5, pulse_rig.MIC_RATE, seed=3)
+    noise = _tone(1.5, MIC_RATE, seed=3)
     try:
         await _until(lambda: len(frames) > 10, "the first frames")
-        write_wav(pulse.root / "noise.wav", noise, pulse_rig.MIC_RATE)
+        write_wav(pulse.root / "noise.wav", noise, MIC_RATE)
         player = pulse.play(pulse.root / "noise.wav", "micsink")
         await asyncio.to_thread(player.wait)
         heard = len(frames)
@@ -511,7 +512,7 @@ async def test_the_microphone_hands_over_whole_frames_of_every_sample_played(
 def _wav(path: Path) -> Path:
     from edge_agent.audio.pcm import write_wav
 
-    write_wav(path, _tone(3.0, pulse_rig.MIC_RATE), pulse_rig.MIC_RATE)
+    write_wav(path, _tone(3.0, MIC_RATE), MIC_RATE)
     return path
 
 

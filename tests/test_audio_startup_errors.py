@@ -48,7 +48,7 @@ def _allow_core_dumps() -> None:
 def _run(tmp_path: Path, **env_changes: str | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EDGE_AGENT_CONFIG"}
     env["JACK_NO_START_SERVER"] = "1"
-    # This checkout first, so `-m edge_agent.cli` runs it and not an installed copy.
+    # This checkout first, so `-m edge_agent` runs it and not an installed copy.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     for key, value in env_changes.items():
         if value is None:
@@ -58,7 +58,7 @@ def _run(tmp_path: Path, **env_changes: str | None) -> subprocess.CompletedProce
     work = tmp_path / "cwd"  # where a core file would be written
     work.mkdir()
     return subprocess.run(
-        [sys.executable, "-m", "edge_agent.cli", "--config", str(write_scripted_config(tmp_path)), "run",
+        [sys.executable, "-m", "edge_agent", "--config", str(write_scripted_config(tmp_path)), "run",
          "--duration", "1"],
         env=env, cwd=work, capture_output=True, text=True, timeout=120, check=False,
         preexec_fn=_allow_core_dumps)

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from edge_agent.audio import pulse_rig
+from edge_agent.bench import pulse_rig
 from edge_agent.bench.document import schema
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]

@@ -25,11 +25,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edge_agent import cli_doctor, doctor, doctor_checks
-from edge_agent.audio import pulse_rig as pulse
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pcm import write_wav
+from edge_agent.bench import pulse_rig as pulse
+from edge_agent.cli import doctor as cli_doctor
 from edge_agent.config import Config, ModelUse
-from edge_agent.doctor import CheckRecord, Context, Emit, Group, check
+from edge_agent.doctor import checks as doctor_checks
+from edge_agent.doctor import report
+from edge_agent.doctor import run as doctor
+from edge_agent.doctor.report import CheckRecord, Context, Emit, Group, check
 from edge_agent.errors import EdgeAgentError
 from edge_agent.memory.schema import SCHEMA_VERSION
 from edge_agent.memory.store import MemoryStore
@@ -42,7 +46,7 @@ GARBAGE_ALSA = "this is { not an ALSA configuration @@@ ]]\n"
 _DOCTOR = """\
 import argparse, sys
 from pathlib import Path
-from edge_agent import cli_doctor
+from edge_agent.cli import doctor as cli_doctor
 from edge_agent.config_file import load_config
 from edge_agent.errors import EdgeAgentError
 parser = argparse.ArgumentParser(prog="edge-agent")
@@ -115,7 +119,7 @@ def test_doctor_passes_on_the_virtual_devices(pulse_audio: pulse.PulseServer,
     config = _write_config(tmp_path)
     # The virtual microphone hears a 1 kHz tone at about -33 dBFS RMS for as long as the doctor
     # runs (a silent one is digital silence: a warning, tested below).
-    rate = pulse.MIC_RATE
+    rate = MIC_RATE
     t = np.arange(20 * rate) / rate
     feed = np.round(np.sin(2 * np.pi * 1000 * t) * 0.03 * 32767).astype(np.int16).tobytes()
     write_wav(tmp_path / "feed.wav", feed, rate)
@@ -392,7 +396,7 @@ def test_a_nearly_full_disk_fails_and_a_low_one_warns(tmp_path: Path,
 
     for free, status in ((100 << 20, "FAIL"), (500 << 20, "warn"), (5 << 30, "ok")):
         monkeypatch.setattr(os, "statvfs", lambda _p, free=free: statvfs_with(free))
-        machine: doctor.MachineRecord = {}
+        machine: report.MachineRecord = {}
         record = doctor._disk(tmp_path / "not-yet", machine)
         assert record["status"] == status, record
         assert machine["disk_path"] == str(tmp_path)  # the nearest existing directory
@@ -447,7 +451,7 @@ def test_a_check_that_raises_is_its_fail_line_and_the_rest_is_named() -> None:
     assert [(c["name"], c["status"]) for c in seen] == [
         ("first", "ok"), ("second", "FAIL"), ("third", "FAIL")]
     assert seen[1]["detail"] == "RuntimeError: boom\\x1b[2J"  # escaped, never a traceback
-    assert seen[1]["fix"] == doctor.UNEXPECTED_FIX
+    assert seen[1]["fix"] == report.UNEXPECTED_FIX
     assert seen[2]["detail"] == "not checked: an earlier step of this check failed"
 
 

@@ -159,8 +159,8 @@ def test_signal_names_say_what_happened() -> None:
 
 def test_the_doctor_reports_a_crashing_llm_as_its_fail_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from edge_agent import doctor_checks
     from edge_agent.config import ModelUse
+    from edge_agent.doctor import checks as doctor_checks
     from edge_agent.models.catalog import load_catalog
 
     config = _crashing_llama(tmp_path, monkeypatch, when="run")

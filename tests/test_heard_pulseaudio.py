@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.audio import pulse_rig
+from edge_agent.bench import pulse_rig
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 

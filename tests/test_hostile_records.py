@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from edge_agent.cli import _parser
-from edge_agent.cli_bench import results_path
+from edge_agent.cli.bench import results_path
+from edge_agent.cli.main import _parser
 from edge_agent.config_file import load_config
 from edge_agent.demo.callfile import MAX_CALLER_LINES, MAX_SAY_CHARS, load_call
 from edge_agent.errors import ConfigError

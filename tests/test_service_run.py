@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.audio.pulse_rig import PulseUnavailable
+from edge_agent.bench.pulse_rig import PulseUnavailable
 from edge_agent.bench.service import WATCHDOG_USEC, run_service
 from edge_agent.config import Config
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.service.install import render_unit
+from edge_agent.installer.unit import render_unit
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "systemd" / "edge-agent.service"

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
+MIC_RATE = 16000
+"""Samples per second the microphone is read at: the rate Silero VAD, Moonshine, PocketSphinx,
+Vosk and Smart Turn all take, so nothing is resampled between the microphone and them."""
+MIC_FRAME = 512
+"""Samples in one microphone frame, the unit the loop hears in: Silero VAD's frame (32 ms)."""
 
 class Microphone(Protocol):
     sample_rate: int

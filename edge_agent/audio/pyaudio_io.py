@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from edge_agent.audio.device import MIC_FRAME, MIC_RATE
 from edge_agent.audio.portaudio_start import (
     PYAUDIO_ERRORS,
     alsa_config_hint,
@@ -153,8 +154,8 @@ class Capture:
 
 
 class PyAudioMicrophone:
-    sample_rate = 16000
-    frame_samples = 512
+    sample_rate = MIC_RATE
+    frame_samples = MIC_FRAME
 
     def __init__(self, pa: Any, device: int) -> None:
         self._pa = pa

@@ -31,6 +31,7 @@ import collections
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
+from edge_agent.audio.device import MIC_FRAME, MIC_RATE
 from edge_agent.audio.pacing import PACED_FRAMES
 from edge_agent.audio.portaudio_host import PortAudioHost
 from edge_agent.audio.pyaudio_io import Capture, find_device
@@ -138,8 +139,8 @@ class ResilientMicrophone(RecoveringDevice):
     again at every retry. `require_at_start`: raise AudioDeviceError at once if it cannot be
     found now (a misconfiguration says so at start-up); else start out waiting for it."""
 
-    sample_rate = 16000
-    frame_samples = 512
+    sample_rate = MIC_RATE
+    frame_samples = MIC_FRAME
 
     def __init__(self, host: PortAudioHost, wanted: str, clock: Clock, on_state: OnState, *,
                  stall_s: float = 1.0, start_grace_s: float = 5.0,

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 
+from edge_agent.audio.device import MIC_FRAME, MIC_RATE
 from edge_agent.audio.pcm import StreamResampler, silence
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.audio.room import Room, RoomEcho, RoomNoise, RoomTalk
@@ -128,7 +129,7 @@ class VirtualMicrophone:
     `talk`, other people talking nearby.
     """
 
-    def __init__(self, clock: Clock, sample_rate: int = 16000, frame_samples: int = 512,
+    def __init__(self, clock: Clock, sample_rate: int = MIC_RATE, frame_samples: int = MIC_FRAME,
                  echo_of: VirtualSpeaker | None = None, room: Room | None = None,
                  talk: RoomTalk | None = None) -> None:
         self.sample_rate = sample_rate

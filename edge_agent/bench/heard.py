@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.audio import pulse_rig
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.pcm import first_loud_sample
+from edge_agent.bench import pulse_rig
 from edge_agent.bench.needs import SoundServerUnavailable
 from edge_agent.bench.stats import summarize
 from edge_agent.clock import MonotonicClock

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.audio import pulse_rig
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pcm import resample, silence, write_wav
+from edge_agent.bench import pulse_rig
 from edge_agent.bench.latency_figures import ScriptedLine, analyze
 from edge_agent.bench.needs import SoundServerUnavailable
 from edge_agent.bench.recording import audible_part
@@ -125,7 +126,7 @@ def with_pauses(text: str, said: Callable[[str], bytes]) -> bytes:
     parts = [said(part) for part in text.split(PAUSE_MARK)]
     if len(parts) == 1:
         return parts[0]
-    pause = silence(round(MID_TURN_PAUSE_S * pulse_rig.MIC_RATE))
+    pause = silence(round(MID_TURN_PAUSE_S * MIC_RATE))
     return pause.join(audible_part(np.frombuffer(part, dtype=np.int16)).tobytes()
                       for part in parts)
 
@@ -133,7 +134,7 @@ def with_pauses(text: str, said: Callable[[str], bytes]) -> bytes:
 class PulseCallerVoice:
     """The caller's lines into the virtual microphone of a private PulseAudio server."""
 
-    sample_rate = pulse_rig.MIC_RATE
+    sample_rate = MIC_RATE
 
     def __init__(self, server: pulse_rig.PulseServer, scratch: Path) -> None:
         self._server = server
@@ -161,7 +162,7 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
 
     def said(text: str) -> bytes:
         if caller is None:
-            return resample(tts.synthesize(text).pcm, tts.sample_rate, pulse_rig.MIC_RATE)
+            return resample(tts.synthesize(text).pcm, tts.sample_rate, MIC_RATE)
         if not isinstance(tts, PiperSpeech):
             raise EngineError("a caller voice needs the Piper voice of the clip set")
         return speak(tts, caller, text)

@@ -25,6 +25,7 @@ from typing import Any
 
 from edge_agent.app import conversation_settings
 from edge_agent.bench.durability import kill_trial
+from edge_agent.bench.sizes import MEMORY_KILLS, MEMORY_TURNS
 from edge_agent.bench.stats import percentile, summarize
 from edge_agent.clock import MonotonicClock
 from edge_agent.config import Config
@@ -51,9 +52,9 @@ Progress = Callable[[str], None]
 class MemoryPlan:
     """How much `run_memory` measures (the defaults: `bench memory`'s full run)."""
 
-    turns: int = 300
+    turns: int = MEMORY_TURNS.full
     """Turns of the synthetic session; first tokens are measured at `measured_turns(turns)`."""
-    kills: int = 5
+    kills: int = MEMORY_KILLS.full
     """SIGKILLs of a real agent at random moments of a call."""
     seed: int = 1
     """Random seed for the kill times and the summarizer's stop times."""

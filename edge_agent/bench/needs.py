@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 
-from edge_agent.audio import pulse_rig
+from edge_agent.bench import pulse_rig
 from edge_agent.config import Config
 from edge_agent.errors import AudioDeviceError, EdgeAgentError, EngineError
 from edge_agent.models.catalog import load_catalog

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from edge_agent.bench import sizes
 from edge_agent.bench.latency import REPLY
 from edge_agent.bench.memory import MemoryPlan
 from edge_agent.bench.rooms import RoomsPlan
@@ -44,7 +45,8 @@ def engines_part(bench: Workbench, sentences: int, prompts: int, busy: int = 0
 
 
 def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "scripted",
-                 caller: str = "", reply: str = REPLY, interrupt_every: int = 3,
+                 caller: str = "", reply: str = REPLY,
+                 interrupt_every: int = sizes.LATENCY_INTERRUPT_EVERY.full,
                  busy: int = 0, lines: str = "questions") -> dict[str, Any]:
     """The live agent on a private PulseAudio server (`latency`). `llm`: "scripted" (the
     shared engines answer with `reply`) or "config" (the configured LLM, loaded for this).

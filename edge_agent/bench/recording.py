@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_agent.audio import pulse_rig
+from edge_agent.audio.device import MIC_RATE
 
 AUDIBLE = 150
 """RMS (int16) of a 10 ms window above which it is audible (-47 dBFS)."""
@@ -27,7 +27,7 @@ def audible_spans(samples: np.ndarray, bridge_ms: int) -> list[tuple[float, floa
             spans[-1][1] = int(index) + 1
         else:
             spans.append([int(index), int(index) + 1])
-    rate = pulse_rig.MIC_RATE
+    rate = MIC_RATE
     return [(_edge(samples, a * _WINDOW, rising=True) / rate,
              _edge(samples, b * _WINDOW, rising=False) / rate) for a, b in spans]
 
@@ -38,7 +38,7 @@ def audible_part(samples: np.ndarray) -> np.ndarray:
     spans = audible_spans(samples, bridge_ms=0)
     if not spans:
         return samples[:0]
-    rate = pulse_rig.MIC_RATE
+    rate = MIC_RATE
     return samples[round(spans[0][0] * rate):round(spans[-1][1] * rate)]
 
 

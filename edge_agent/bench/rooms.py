@@ -41,6 +41,7 @@ from edge_agent.bench.rooms_calls import (
     wer_percent,
 )
 from edge_agent.bench.rooms_canceller import FAR_END_TEXTS, measure_canceller
+from edge_agent.bench.sizes import ROOM_INTERRUPTIONS, ROOM_REPLIES
 from edge_agent.bench.stats import summarize
 from edge_agent.config import Config
 from edge_agent.demo.talkers import Talker
@@ -105,9 +106,9 @@ LISTENING_SCENARIOS = (
 class RoomsPlan:
     """How much `bench rooms` measures (the full run's sizes, or `quick`)."""
 
-    interruptions: int = 5
+    interruptions: int = ROOM_INTERRUPTIONS.full
     """Interruptions per call, at each echo gain: the first cuts the first reply."""
-    replies: int = 100
+    replies: int = ROOM_REPLIES.full
     """Replies of the self-interruption call."""
     listening_lines: int = 6
     """Questions per listening scenario."""
@@ -118,7 +119,8 @@ class RoomsPlan:
 
 def quick_plan(seed: int) -> RoomsPlan:
     """About 2 minutes on a 2-core PC: one later reply, 5 replies, 2 questions a room."""
-    return RoomsPlan(interruptions=2, replies=5, listening_lines=2, far_end_texts=2, seed=seed)
+    return RoomsPlan(interruptions=ROOM_INTERRUPTIONS.quick, replies=ROOM_REPLIES.quick,
+                     listening_lines=2, far_end_texts=2, seed=seed)
 
 
 def run_rooms(config: Config, tts: TextToSpeech, plan: RoomsPlan, say: Callable[[str], None],

@@ -26,13 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from edge_agent.audio.device import MIC_FRAME, MIC_RATE
 from edge_agent.audio.echo_cancel import APM_FRAME_SECONDS, WebRtcProcessing
 from edge_agent.audio.pcm import first_loud_sample, lag_samples, resample
 from edge_agent.audio.room import Room, RoomEcho
 from edge_agent.engines.base import TextToSpeech
 
-MIC_RATE = 16000
-MIC_FRAME = 512
 """The agent's microphone frame (32 ms at 16 kHz)."""
 LONGEST_LAG = MIC_RATE // 10
 """The longest lag the processing's added latency is looked for at (100 ms)."""

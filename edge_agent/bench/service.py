@@ -27,19 +27,20 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from edge_agent.audio.pulse_rig import MIC_RATE, PulseServer, PulseUnavailable, pulse_server, stop
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.bench.needs import SoundServerUnavailable
+from edge_agent.bench.pulse_rig import PulseServer, PulseUnavailable, pulse_server, stop
 from edge_agent.bench.recording import audible_spans
 from edge_agent.bench.service_child import (
     JournalStream,
     NotifyListener,
     cpu_seconds,
-    memory_kb,
     to_toml,
     with_model_paths,
 )
 from edge_agent.config import Config
 from edge_agent.engines.base import TextToSpeech
+from edge_agent.machine import memory_kb
 from edge_agent.service.status import LISTENING, device_status
 
 WATCHDOG_USEC = 4_000_000

@@ -95,16 +95,6 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def memory_kb(pid: int) -> dict[str, int]:
-    values = {}
-    for name in ("status", "smaps_rollup"):
-        for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "Pss"):
-                values[key] = int(rest.split()[0])
-    return values
-
-
 def with_model_paths(config: Config) -> Config:
     """`config` with each model it names resolved to its path: the child runs on a data dir of
     its own, where a model fetched into the user's data dir would not be found by name."""

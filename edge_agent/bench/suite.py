@@ -23,10 +23,11 @@ from edge_agent.bench.document import (
     PartStatus,
     SummaryRow,
 )
-from edge_agent.bench.machine import load_average, machine_info, models_used
+from edge_agent.bench.machine import machine_info, models_used
 from edge_agent.bench.workbench import Plan, Workbench, plan_for
 from edge_agent.config import Config
 from edge_agent.errors import EdgeAgentError, ModelFileError
+from edge_agent.machine import load_average
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from edge_agent.bench import sizes
 from edge_agent.bench.latency import REPLY, SHORT_REPLY
 from edge_agent.bench.memory import MemoryPlan
 from edge_agent.bench.rooms import RoomsPlan, quick_plan
@@ -26,29 +27,29 @@ class Plan:
 
     quick: bool
     seed: int = 1
-    heard_runs: int = 50
+    heard_runs: int = sizes.HEARD_RUNS.full
     """Random barge-ins played and recorded."""
-    latency_exchanges: int = 9
+    latency_exchanges: int = sizes.LATENCY_EXCHANGES.full
     """Questions asked of the live agent."""
-    latency_interrupt_every: int = 3
+    latency_interrupt_every: int = sizes.LATENCY_INTERRUPT_EVERY.full
     """Every n-th exchange the caller interrupts (else says a backchannel)."""
     latency_reply: str = REPLY
     """The scripted reply to every line."""
-    stt_every: int = 1
+    stt_every: int = sizes.STT_CLIP_EVERY.full
     """Every n-th clip of the 96 of the clip set."""
     stt_engines: tuple[str, ...] = ("moonshine", "pocketsphinx")
     """Recognizers measured on the clip set (the configured one is always among them)."""
-    backchannel_every: int = 1
+    backchannel_every: int = sizes.BACKCHANNEL_CLIP_EVERY.full
     """Every n-th clip of the backchannel corpus."""
     memory: MemoryPlan = field(default_factory=MemoryPlan)
     rooms: RoomsPlan = field(default_factory=RoomsPlan)
-    service_idle_s: float = 20.0
+    service_idle_s: float = sizes.SERVICE_IDLE_S.full
     """Seconds the idle agent is watched."""
     service_devices: bool = True
     """Pull and return the microphone and the speaker."""
-    engine_sentences: int = 12
+    engine_sentences: int = sizes.ENGINE_SENTENCES.full
     """Sentences through the voice and the recognizer alone."""
-    llm_prompts: int = 6
+    llm_prompts: int = sizes.LLM_PROMPTS.full
     """Questions to the LLM alone."""
 
 
@@ -62,12 +63,15 @@ def plan_for(quick: bool, seed: int, config: Config) -> Plan:
     if not quick:
         return full
     return dataclasses.replace(
-        full, quick=True, heard_runs=3, latency_exchanges=2, latency_interrupt_every=2,
-        latency_reply=SHORT_REPLY, stt_every=8, stt_engines=(configured,),
-        backchannel_every=4,
-        memory=MemoryPlan(turns=20, kills=0, seed=seed, repeats=3, sliding=False, restarts=0,
-                          preemptions=0),
-        rooms=quick_plan(seed), service_idle_s=4.0, service_devices=False, engine_sentences=3, llm_prompts=2)
+        full, quick=True, heard_runs=sizes.HEARD_RUNS.quick,
+        latency_exchanges=sizes.LATENCY_EXCHANGES.quick,
+        latency_interrupt_every=sizes.LATENCY_INTERRUPT_EVERY.quick, latency_reply=SHORT_REPLY,
+        stt_every=sizes.STT_CLIP_EVERY.quick, stt_engines=(configured,),
+        backchannel_every=sizes.BACKCHANNEL_CLIP_EVERY.quick,
+        memory=MemoryPlan(turns=sizes.MEMORY_TURNS.quick, kills=sizes.MEMORY_KILLS.quick,
+                          seed=seed, repeats=3, sliding=False, restarts=0, preemptions=0),
+        rooms=quick_plan(seed), service_idle_s=sizes.SERVICE_IDLE_S.quick, service_devices=False,
+        engine_sentences=sizes.ENGINE_SENTENCES.quick, llm_prompts=sizes.LLM_PROMPTS.quick)
 
 
 class Workbench:

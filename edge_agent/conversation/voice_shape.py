@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_RATE = 16000
+from edge_agent.audio.device import MIC_RATE
+
 _FRAME = 640  # 40 ms: two periods of the lowest pitch looked for
 _SPEECH_DB = 30.0
 """Frames within this many dB of the loudest frame carry the burst (the rest is silence)."""
@@ -47,11 +48,11 @@ class VoiceShape:
                 and self.syllables <= 3)
 
 
-def voice_shape(pcm: bytes, rate: int = _RATE) -> VoiceShape:
+def voice_shape(pcm: bytes, rate: int = MIC_RATE) -> VoiceShape:
     """The shape of `pcm` (int16 mono at `rate`; 16 kHz expected). Cheap enough for the loop's
     thread: ~2 ms per second of audio."""
     samples = np.frombuffer(pcm, dtype=np.int16).astype(np.float64)
-    frame = max(1, _FRAME * rate // _RATE)
+    frame = max(1, _FRAME * rate // MIC_RATE)
     count = len(samples) // frame
     if count == 0:
         return VoiceShape(0.0, 0.0, 0.0, 0)

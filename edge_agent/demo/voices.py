@@ -14,11 +14,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pcm import read_wav, resample
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.errors import EngineError
 
-RATE = 16000
+RATE = MIC_RATE
 """Speech comes out at 16 kHz mono int16, what the microphone and the recognizers take."""
 
 

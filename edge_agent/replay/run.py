@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.app import build_conversation, build_engines, conversation_parts
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pcm import resample
 from edge_agent.audio.room import Room
 from edge_agent.audio.virtual import VirtualMicrophone
@@ -40,7 +41,6 @@ from edge_agent.replay.voice import RecordedSpeech, recorded_units
 from edge_agent.runner import IDLE_TO_END
 
 Printer = Callable[[str], None]
-MIC_RATE = 16000
 OVERTIME_S = 60.0
 """Virtual seconds a replay may run past the recording's end before it is stopped."""
 MAX_REPLAY_S = 24 * 3600.0

@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-FRAME_SECONDS = 512 / 16000
+from edge_agent.audio.device import MIC_FRAME, MIC_RATE
+
+FRAME_SECONDS = MIC_FRAME / MIC_RATE
 """The microphone frame the loop takes (512 samples at 16 kHz)."""
 RUN_GAP_S = 2.0
 """Silence put between two runs of a session on the replay's timeline."""

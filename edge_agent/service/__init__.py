@@ -1,2 +1,3 @@
-"""edge-agent as a systemd service: readiness, status and watchdog (notify.py), the STATUS= words
-(status.py), and `edge-agent service install | uninstall` (install.py)."""
+"""edge-agent while it runs as a systemd service: readiness, status and watchdog (notify.py),
+the STATUS= words (status.py), and log lines for the journal (journal.py). Installing the unit
+is `edge_agent.installer`'s."""

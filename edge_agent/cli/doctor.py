@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.config import Config
-from edge_agent.doctor import CheckRecord, DoctorRecord, run_doctor
+from edge_agent.doctor.report import CheckRecord, DoctorRecord
+from edge_agent.doctor.run import run_doctor
 from edge_agent.errors import EdgeAgentError
 from edge_agent.jsonfile import check_writable, json_text, write_json
 

@@ -48,8 +48,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edge_agent.audio.device import MIC_RATE
+
 SYSTEM_ALSA_CONF = Path("/usr/share/alsa/alsa.conf")
-MIC_RATE = 16000
 SPEAKER_RATE = 22050
 """The Piper medium voices' rate: the agent's audio reaches the sink unresampled, so the monitor
 records it bit for bit."""

@@ -1,4 +1,4 @@
-"""The doctor's audio and model checks (see `edge_agent.doctor`).
+"""The doctor's audio and model checks (see `edge_agent.doctor.run`).
 
 Audio goes through the agent's own path: `open_pyaudio` (its child probe catches a PortAudio
 that would abort the process), `find_device` on the configured devices, then one callback
@@ -30,7 +30,7 @@ import numpy as np
 from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
 from edge_agent.config import END_MODEL_OFF, Config, ModelUse
-from edge_agent.doctor import CheckRecord, Context, Emit, check, failure, guarded, lower_first
+from edge_agent.doctor.report import CheckRecord, Context, Emit, check, failure, guarded, lower_first
 from edge_agent.engines import llama_build
 from edge_agent.engines.engine_check import EngineCheckFailed, EngineCrash, check_engine
 from edge_agent.engines.tts import read_voice_config, voice_config_path

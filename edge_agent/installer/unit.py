@@ -21,7 +21,7 @@ from pathlib import Path
 
 import edge_agent
 from edge_agent.errors import ConfigError, ServiceError
-from edge_agent.service.steps import (
+from edge_agent.installer.steps import (
     Command,
     MakeDir,
     Plan,

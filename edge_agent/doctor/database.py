@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from edge_agent.doctor import MB, CheckRecord, check
+from edge_agent.doctor.report import MB, CheckRecord, check
 from edge_agent.errors import StoreError
 from edge_agent.memory.database_file import check_state, exists_as_file, read_state
 from edge_agent.memory.schema import SCHEMA_VERSION

@@ -14,18 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent import __version__
-from edge_agent.cli_args import seconds
-from edge_agent.cli_bench import add_parser as add_bench_parser
-from edge_agent.cli_bench import results_path as bench_results_path
-from edge_agent.cli_bench import run as run_bench_command
-from edge_agent.cli_doctor import add_parser as add_doctor_parser
-from edge_agent.cli_doctor import run as run_doctor
-from edge_agent.cli_inspect import add_parser as add_inspect_parser
-from edge_agent.cli_inspect import run as run_inspect_command
-from edge_agent.cli_memory import add_parsers as add_memory_parsers
-from edge_agent.cli_memory import run as run_memory_command
-from edge_agent.cli_service import add_parsers as add_service_parsers
-from edge_agent.cli_service import run as run_service_command
+from edge_agent.cli.args import seconds
+from edge_agent.cli.bench import add_parser as add_bench_parser
+from edge_agent.cli.bench import results_path as bench_results_path
+from edge_agent.cli.bench import run as run_bench_command
+from edge_agent.cli.doctor import add_parser as add_doctor_parser
+from edge_agent.cli.doctor import run as run_doctor
+from edge_agent.cli.inspect import add_parser as add_inspect_parser
+from edge_agent.cli.inspect import run as run_inspect_command
+from edge_agent.cli.memory import add_parsers as add_memory_parsers
+from edge_agent.cli.memory import run as run_memory_command
+from edge_agent.cli.service import add_parsers as add_service_parsers
+from edge_agent.cli.service import run as run_service_command
 from edge_agent.config import Config
 from edge_agent.config_file import load_config
 from edge_agent.errors import EdgeAgentError, OutputError

@@ -5,9 +5,10 @@ operator sees results while the models load, each group in a worker thread with 
 a check that raises is that check's FAIL line with the error text (never a traceback), one that
 hangs (a stuck sound server, a stalled disk) a FAIL line when its group's time is up; the other
 groups still run. Nothing is created or written: the data dir is not made, the memory database
-is read without being migrated (`edge_agent.doctor_database`). Audio and model checks:
-`edge_agent.doctor_checks`; the command (output, --json, exit status): `edge_agent.cli_doctor`.
+is read without being migrated (`edge_agent.doctor.database`). Audio and model checks:
+`edge_agent.doctor.checks`; the command (output, --json, exit status): `edge_agent.cli.doctor`.
 """
+
 
 from __future__ import annotations
 
@@ -17,114 +18,31 @@ import os
 import platform
 import socket
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypedDict
 
 from edge_agent import __version__
-from edge_agent.bench.machine import cpu_model
+from edge_agent.audio.device import MIC_FRAME, MIC_RATE
 from edge_agent.config import Config
 from edge_agent.config_file import SEARCH_PATHS, load_config
+from edge_agent.doctor.report import (
+    FULL_DISK,
+    GB,
+    LOW_DISK,
+    LOW_RAM,
+    CheckRecord,
+    Context,
+    DoctorRecord,
+    Emit,
+    Group,
+    MachineRecord,
+    check,
+    failure,
+    guarded,
+)
 from edge_agent.engines.cpu_share import usable_cores
-from edge_agent.errors import ConfigError, EdgeAgentError, ModelMissingError
-from edge_agent.printable import escape_controls
-
-Status = Literal["ok", "warn", "FAIL"]
-
-
-class CheckRecord(TypedDict):
-    name: str
-    status: Status
-    detail: str
-    """What was found (control characters escaped: device names and paths come from outside)."""
-    fix: str
-    """What to do about a warning or failure; "" for ok."""
-
-
-class MachineRecord(TypedDict, total=False):
-    """What fleet tooling needs to tell machines apart; filled as far as the checks got."""
-
-    hostname: str
-    system: str
-    python: str
-    edge_agent: str
-    config: str
-    data_dir: str
-    cpu_model: str
-    cpu_cores: int
-    load_average: list[float]
-    mem_total_bytes: int
-    mem_available_bytes: int
-    disk_path: str
-    disk_free_bytes: int
-
-
-class DoctorRecord(TypedDict):
-    checks: list[CheckRecord]
-    ok: bool
-    """No check failed (warnings allowed)."""
-    machine: MachineRecord
-
-
-Emit = Callable[[CheckRecord], None]
-
-GB = 1 << 30
-MB = 1 << 20
-LOW_RAM = LOW_DISK = 1 * GB
-FULL_DISK = 200 * MB
-UNEXPECTED_FIX = "an unexpected error in this check: report it with this line"
-
-
-def check(name: str, status: Status, detail: str, fix: str = "") -> CheckRecord:
-    return {"name": name, "status": status, "detail": escape_controls(detail),
-            "fix": escape_controls(fix)}
-
-
-def failure(name: str, exc: BaseException, fix: str = "") -> CheckRecord:
-    """An exception as a FAIL line (our errors often carry their fix, after "Fix: ")."""
-    text = str(exc) if isinstance(exc, EdgeAgentError) else f"{type(exc).__name__}: {exc}"
-    detail, _, said_fix = text.partition("Fix: ")
-    if isinstance(exc, ModelMissingError):
-        detail, said_fix = text.partition(". ")[0], lower_first(exc.fetch_hint)
-    elif isinstance(exc, ConfigError):
-        said_fix = (f"correct {exc.key} in {exc.path} (config/edge-agent.toml documents every "
-                    "key)" if exc.key else f"make {exc.path} a readable TOML file, or name "
-                    "another")
-    elif isinstance(exc, EdgeAgentError):
-        said_fix = said_fix or "act on the message; run the doctor again"
-    return check(name, "FAIL", detail.strip().rstrip("."), fix or said_fix.strip()
-                 or UNEXPECTED_FIX)
-
-
-def lower_first(text: str) -> str:  # "Fix: get it with: ...", not "Fix: Get it with: ..."
-    return text[:1].lower() + text[1:]
-
-
-def guarded(emit: Emit, name: str, body: Callable[[], CheckRecord]) -> CheckRecord:
-    """Run one check; an exception becomes its FAIL line."""
-    try:
-        record = body()
-    except Exception as exc:  # isolation: whatever one check raises, the others still run
-        record = failure(name, exc)
-    emit(record)
-    return record
-
-
-@dataclass
-class Context:
-    config: Config
-    quick: bool
-    machine: MachineRecord
-
-
-@dataclass(frozen=True)
-class Group:
-    names: Callable[[Context], Sequence[str]]
-    """The lines the group reports, in order (known up front, so a hang can name them); never
-    raises."""
-    run: Callable[[Context, Emit], None]
-    timeout_s: float
+from edge_agent.errors import ConfigError
+from edge_agent.machine import cpu_model, load_average, memory_bytes
 
 
 def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
@@ -132,8 +50,9 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
     """Every check; `show` gets each line as it is found. `config` None: load it here from
     `config_path` (else $EDGE_AGENT_CONFIG or /etc/edge-agent/edge-agent.toml), so that a bad
     config is a FAIL line and the other checks run on the built-in defaults."""
-    from edge_agent import doctor_checks
-    from edge_agent.doctor_database import database_line
+    # Here, not at the top: the audio and model checks load PortAudio and the engines.
+    from edge_agent.doctor import checks as doctor_checks
+    from edge_agent.doctor.database import database_line
 
     checks: list[CheckRecord] = []
 
@@ -278,8 +197,8 @@ def _echo_cancel_line(config: Config) -> CheckRecord:
     if config.audio.echo_cancel == "off":
         return check("echo cancel", "ok", "off: the microphone must never hear the speaker "
                      "(a headset)")
-    frame = bytes(2 * 512)
-    cleaned = WebRtcProcessing(16000).process(frame, frame)
+    frame = bytes(2 * MIC_FRAME)
+    cleaned = WebRtcProcessing(MIC_RATE).process(frame, frame)
     if len(cleaned) != len(frame):
         return check("echo cancel", "FAIL", f"WebRTC's canceller returned {len(cleaned)} bytes "
                      f"for {len(frame)}", "reinstall livekit (pip install --force-reinstall "
@@ -317,7 +236,7 @@ def _machine(context: Context, emit: Emit) -> None:
 def _cpu(machine: MachineRecord, llm_threads: int) -> CheckRecord:
     model = cpu_model()
     cores = usable_cores()
-    load = [round(x, 2) for x in os.getloadavg()]
+    load = load_average()
     machine["cpu_model"], machine["cpu_cores"], machine["load_average"] = model, cores, load
     most = min(llm_threads, cores) if llm_threads else cores
     detail = (f"{model}, {cores} core{'s' if cores != 1 else ''} ({platform.machine()}); "
@@ -331,13 +250,7 @@ def _cpu(machine: MachineRecord, llm_threads: int) -> CheckRecord:
 
 
 def _ram(machine: MachineRecord) -> CheckRecord:
-    info: dict[str, int] = {}
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields = value.split()
-        if fields and fields[0].isdigit():
-            info[key] = int(fields[0]) * 1024  # kB
-    available, total = info["MemAvailable"], info.get("MemTotal", 0)
+    total, available = memory_bytes()
     machine["mem_available_bytes"], machine["mem_total_bytes"] = available, total
     detail = f"{available / GB:.1f} GB available of {total / GB:.1f} GB"
     if available < LOW_RAM:

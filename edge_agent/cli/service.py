@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.config import Config
-from edge_agent.service.install import (
+from edge_agent.installer.steps import run_command, run_plan
+from edge_agent.installer.unit import (
     Layout,
     install_plan,
     preflight,
     uninstall_plan,
 )
-from edge_agent.service.steps import run_command, run_plan
 
 
 def add_parsers(commands: Any) -> None:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_agent.cli_args import busy_count, positive_int, seconds
+from edge_agent.bench import sizes
+from edge_agent.cli.args import busy_count, positive_int, seconds
 from edge_agent.config import Config
 from edge_agent.jsonfile import write_json
 
@@ -48,10 +49,11 @@ def add_parser(commands: Any) -> None:
     engines = _part_parser(
         benchmarks, "engines", "each engine alone: load time, the voice's and the recognizer's "
                                "real-time factors, the LLM's first token and tokens/s")
-    engines.add_argument("--sentences", type=positive_int, default=12,
-                         help="sentences through the voice and the recognizer (default 12)")
-    engines.add_argument("--prompts", type=positive_int, default=6,
-                         help="questions to the LLM (default 6)")
+    engines.add_argument("--sentences", type=positive_int, default=sizes.ENGINE_SENTENCES.full,
+                         help="sentences through the voice and the recognizer (default "
+                              "%(default)s)")
+    engines.add_argument("--prompts", type=positive_int, default=sizes.LLM_PROMPTS.full,
+                         help="questions to the LLM (default %(default)s)")
     engines.add_argument("--busy", type=busy_count, default=0, metavar="N",
                          help=BUSY_HELP)
 
@@ -59,15 +61,17 @@ def add_parser(commands: Any) -> None:
         benchmarks, "heard", "played position and heard words against the recorded output "
                              "(starts a private PulseAudio server)",
         seed_help="random seed for the cut times")
-    heard.add_argument("--runs", type=positive_int, default=50, help="barge-ins (default 50)")
+    heard.add_argument("--runs", type=positive_int, default=sizes.HEARD_RUNS.full,
+                       help="barge-ins (default %(default)s)")
 
     latency = _part_parser(
         benchmarks, "latency", "answer gap, stop and barge-in latency and false interruptions, "
                                "from the recorded audio of the live agent on a private "
                                "PulseAudio server", seed_help="random seed for the cue times")
-    latency.add_argument("--exchanges", type=positive_int, default=9,
-                         help="questions asked (each followed by a backchannel or, every third, "
-                              "an interruption; default 9)")
+    latency.add_argument("--exchanges", type=positive_int, default=sizes.LATENCY_EXCHANGES.full,
+                         help="questions asked (each followed by a backchannel or, once in "
+                              f"{sizes.LATENCY_INTERRUPT_EVERY.full}, an interruption; "
+                              "default %(default)s)")
     latency.add_argument("--llm", choices=("scripted", "config"), default="scripted",
                          help="scripted replies (pipeline only, the default) or the configured LLM")
     latency.add_argument("--caller", default="",
@@ -90,7 +94,8 @@ def add_parser(commands: Any) -> None:
                            "espeak-ng and Piper voices, clean, in noise, in babble and in a room")
     # SUPPRESS: else the subcommand's default (False) would undo `bench --quick stt`.
     stt.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
-                     help="every fourth clip (24 of 96)")
+                     help=f"every {sizes.STT_CLIP_EVERY.quick}th clip "
+                          f"({96 // sizes.STT_CLIP_EVERY.quick} of 96)")
     stt.add_argument("--engines", type=recognizer_names, default="moonshine,pocketsphinx",
                      help="comma-separated recognizers (moonshine, pocketsphinx, vosk: vosk "
                           "needs [stt] vosk_model); default: moonshine,pocketsphinx")
@@ -99,10 +104,11 @@ def add_parser(commands: Any) -> None:
         benchmarks, "memory", "prompt assembly and first token at turns 5/100/300, commit "
                               "cost, restart with the saved prefix state, and SIGKILL "
                               "durability", seed_help="random seed for the kill times")
-    memory.add_argument("--turns", type=positive_int, default=300,
-                        help="turns of the synthetic session (default 300)")
-    memory.add_argument("--kills", type=int, default=5,
-                        help="SIGKILLs of a real agent at random moments of a call (default 5)")
+    memory.add_argument("--turns", type=positive_int, default=sizes.MEMORY_TURNS.full,
+                        help="turns of the synthetic session (default %(default)s)")
+    memory.add_argument("--kills", type=int, default=sizes.MEMORY_KILLS.full,
+                        help="SIGKILLs of a real agent at random moments of a call (default "
+                             "%(default)s)")
 
     rooms = _part_parser(
         benchmarks, "rooms", "the echo canceller and the agent in a simulated room (echo, "
@@ -110,18 +116,22 @@ def add_parser(commands: Any) -> None:
                              "talk, barge-in, self-interruptions, CPU and latency",
         seed_help="random seed for the interruption cues")
     rooms.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
-                       help="2 interruptions per echo gain, 5 replies, 2 questions per room")
+                       help=f"{sizes.ROOM_INTERRUPTIONS.quick} interruptions per echo gain, "
+                            f"{sizes.ROOM_REPLIES.quick} replies, 2 questions per room")
     rooms.add_argument("--interruptions", type=positive_int, default=None,
-                       help="interruptions per echo gain (default 5; --quick 2)")
+                       help=f"interruptions per echo gain (default "
+                            f"{sizes.ROOM_INTERRUPTIONS.full}; --quick "
+                            f"{sizes.ROOM_INTERRUPTIONS.quick})")
     rooms.add_argument("--replies", type=positive_int, default=None,
-                       help="replies watched for self-interruptions (default 100; --quick 5)")
+                       help=f"replies watched for self-interruptions (default "
+                            f"{sizes.ROOM_REPLIES.full}; --quick {sizes.ROOM_REPLIES.quick})")
 
     service = _part_parser(
         benchmarks, "service", "the agent as a service: start to READY, idle CPU and RSS, "
                                "watchdog pings, recovery after the microphone and the speaker "
                                "return (private PulseAudio)")
-    service.add_argument("--idle", type=seconds, default=20.0,
-                         help="seconds the idle agent is watched (default 20)")
+    service.add_argument("--idle", type=seconds, default=float(sizes.SERVICE_IDLE_S.full),
+                         help="seconds the idle agent is watched (default %(default)g)")
 
 
 def _part_parser(benchmarks: Any, name: str, what: str, seed_help: str = ""
@@ -241,7 +251,8 @@ def _stt(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]
     names: list[str] = args.engines
     print(f"edge-agent bench stt: {', '.join(names)} on the clip set"
           f"{' (quick)' if args.quick else ''}", flush=True)
-    result = stt_part(_workbench(config), names, 4 if args.quick else 1)
+    every = sizes.STT_CLIP_EVERY.quick if args.quick else sizes.STT_CLIP_EVERY.full
+    result = stt_part(_workbench(config), names, every)
     return result, table(result)
 
 

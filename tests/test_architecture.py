@@ -1,0 +1,139 @@
+"""The package layout keeps the architecture: no import cycles, the runtime (heard truth, the
+conversation, engines, audio, memory) never reaching into the tools built on it (commands,
+doctor, benchmarks, inspect, replay, the installer), and heard truth pure.
+
+Imports are read from the source (every `import` statement, also those inside functions and
+under TYPE_CHECKING: each is a dependency a reader has to follow), not by importing anything."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "edge_agent"
+
+RUNTIME = ("heard", "conversation", "engines", "audio", "memory", "models", "service")
+"""Packages the running agent is made of."""
+TOOLS = ("cli", "doctor", "bench", "inspect", "replay", "installer")
+"""Packages built on the runtime, which it must not import."""
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imported(module: str) -> Iterator[tuple[str, int]]:
+    """The edge_agent modules `module` imports, with the line of each import."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            # "from pkg import mod" imports the module pkg.mod; "from mod import name" mod
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]  # "import edge_agent.x.y" names x.y's module
+            if target and target != module:
+                yield target, node.lineno
+
+
+GRAPH = {module: {target for target, _ in _imported(module)} for module in MODULES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == f"edge_agent.{p}" or module.startswith(f"edge_agent.{p}.")
+               for p in packages)
+
+
+def test_the_modules_were_found() -> None:
+    assert {"edge_agent.app", "edge_agent.cli.main", "edge_agent.doctor.run",
+            "edge_agent.heard.ledger", "edge_agent.conversation.agent"} <= set(MODULES)
+    assert "edge_agent.heard.timings" in GRAPH["edge_agent.heard.ledger"]
+    # a package imported as "from edge_agent.doctor import checks" is that module
+    assert "edge_agent.doctor.checks" in GRAPH["edge_agent.doctor.run"]
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("package", RUNTIME)
+def test_the_runtime_does_not_import_the_tools(package: str) -> None:
+    reaching = [f"{module} -> {target} (line {line})"
+                for module in MODULES if _in(module, (package,))
+                for target, line in _imported(module) if _in(target, TOOLS)]
+    assert reaching == []
+
+
+def test_heard_truth_is_pure() -> None:
+    """heard/ imports nothing of edge_agent but itself (no audio, no engines, no clock)."""
+    outside = [f"{module} -> {target}" for module in MODULES if _in(module, ("heard",))
+               for target in GRAPH[module] if not _in(target, ("heard",))]
+    assert outside == []
+
+
+def test_only_the_command_line_installs() -> None:
+    importers = {module for module, targets in GRAPH.items()
+                 if any(_in(t, ("installer",)) for t in targets) and not _in(module, ("installer",))}
+    assert importers == {"edge_agent.cli.service"}
