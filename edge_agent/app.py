@@ -30,12 +30,8 @@ from edge_agent.engines.base import LanguageModel, SpeechRecognizer
 from edge_agent.engines.cpu_share import CpuShare, ProcLoadMeter, usable_cores
 from edge_agent.engines.engine_check import ensure_llm_runs
 from edge_agent.engines.heap import release_freed_heap
-from edge_agent.engines.llm import (
-    LlamaLanguageModel,
-    ScriptedLanguageModel,
-    ScriptedReply,
-    load_language_model,
-)
+from edge_agent.engines.llm.llama import LlamaLanguageModel, load_language_model
+from edge_agent.engines.llm.scripted import ScriptedLanguageModel, ScriptedReply
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable

@@ -137,3 +137,64 @@ def test_only_the_command_line_installs() -> None:
     importers = {module for module, targets in GRAPH.items()
                  if any(_in(t, ("installer",)) for t in targets) and not _in(module, ("installer",))}
     assert importers == {"edge_agent.cli.service"}
+
+
+def test_every_command_names_its_handler() -> None:
+    """`edge-agent X` runs the function its subparser names (`set_defaults(handler=...)`): no
+    command is dispatched by its name."""
+    import argparse
+
+    from edge_agent.cli.main import _parser
+
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) >= {"demo", "run", "models", "bench", "sessions", "memory",
+                                     "doctor", "service", "inspect"}
+    for name, sub in commands.choices.items():
+        handler = sub.get_default("handler")
+        assert callable(handler), name
+        assert handler.__module__.startswith("edge_agent.cli."), (name, handler.__module__)
+
+
+def test_only_the_adapter_reaches_into_llama_cpp_python() -> None:
+    """`Llama._ctx` and `Llama._model` are private to llama-cpp-python: one module uses them."""
+    import re
+
+    private = re.compile(r"\._ctx\b|\bllama\._model\b")
+    users = sorted(module for module, path in MODULES.items()
+                   if private.search(path.read_text(encoding="utf-8")))
+    assert users == ["edge_agent.engines.llm.native"]
+
+
+def test_every_row_written_has_its_tables_columns() -> None:
+    """The row shapes (`schema.ROWS`) and the tables the migrations create agree: every key a
+    column, every column without a default a required key (`id` and `superseded_by` are
+    SQLite's and the store's to fill)."""
+    import sqlite3
+    import typing
+
+    from edge_agent.memory.schema import ROWS, SCHEMA_VERSION, migrate, tables_at
+
+    connection = sqlite3.connect(":memory:")
+    migrate(connection)
+    assert set(ROWS) == tables_at(SCHEMA_VERSION)
+    for table, shape in ROWS.items():
+        columns = {row[1]: row for row in connection.execute(f"PRAGMA table_info({table})")}
+        keys = set(typing.get_type_hints(shape))
+        assert keys <= set(columns), (table, keys - set(columns))
+        # (cid, name, type, notnull, default, pk)
+        needed = {name for name, (_, _, _, notnull, default, pk) in columns.items()
+                  if notnull and default is None and not (pk and name == "id")}
+        assert needed <= shape.__required_keys__, (table, needed - shape.__required_keys__)
+        missing = set(columns) - keys - {"id", "superseded_by"}
+        assert not missing, (table, missing)
+
+
+def test_only_the_store_speaks_sql() -> None:
+    """`MemoryStore` owns every statement: no other module reaches its connection."""
+    import re
+
+    reaching = re.compile(r"\bstore\.db\b|\.db\.(?:query|execute|table)\(")
+    users = sorted(module for module, path in MODULES.items()
+                   if reaching.search(path.read_text(encoding="utf-8")))
+    assert users == ["edge_agent.memory.store"]

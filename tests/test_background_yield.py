@@ -119,8 +119,8 @@ LONG_SYSTEM = "You are the kiosk of a restaurant. " + " ".join(
 @pytest.mark.models
 def test_a_stopped_prewarm_keeps_what_it_evaluated_and_the_next_one_goes_on_from_there(
         model_path: Any) -> None:
-    from edge_agent.engines import llm_state
-    from edge_agent.engines.llm import LlamaLanguageModel
+    from edge_agent.engines.llm import state as llm_state
+    from edge_agent.engines.llm.llama import LlamaLanguageModel
 
     llm = LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=2048, threads=0,
                              max_tokens=40, temperature=0.0, seed=7)

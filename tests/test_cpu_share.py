@@ -130,19 +130,17 @@ def test_the_meter_sees_the_bench_s_busy_processes_beside_it_and_they_are_gone_a
 @pytest.mark.models
 def test_the_llm_changes_its_threads_between_tokens_as_the_machine_gets_busy(model_path: Any
                                                                             ) -> None:
-    import llama_cpp
-
-    from edge_agent.engines.llm import LlamaLanguageModel
+    from edge_agent.engines.llm import native
+    from edge_agent.engines.llm.llama import LlamaLanguageModel
 
     meter = ScriptedMeter(0.0)
     share = CpuShare(2, meter)
     llm = LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=1024, threads=0,
                              max_tokens=24, temperature=0.0, seed=7, share=share)
-    ctx = llm.llama._ctx.ctx
     seen: list[int] = []
     pieces = llm.stream([{"role": "user", "content": "Count from one to twenty."}])
     for index, _ in enumerate(pieces):
-        seen.append(int(llama_cpp.llama_n_threads(ctx)))
+        seen.append(native.threads_in_use(llm.llama))
         if index == 2:
             meter.others = 1.0  # another program takes a core
     assert seen[0] == 2
@@ -152,7 +150,7 @@ def test_the_llm_changes_its_threads_between_tokens_as_the_machine_gets_busy(mod
 
 @pytest.mark.models
 def test_the_llm_writes_no_token_while_a_listener_waits(model_path: Any) -> None:
-    from edge_agent.engines.llm import LlamaLanguageModel
+    from edge_agent.engines.llm.llama import LlamaLanguageModel
 
     share = CpuShare(2, ScriptedMeter(0.0))
     llm = LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=1024, threads=0,

@@ -95,7 +95,7 @@ def test_vosk_rejects_a_directory_that_is_not_a_model(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def llama(model_path: Any) -> Any:
-    from edge_agent.engines.llm import load_language_model
+    from edge_agent.engines.llm.llama import load_language_model
 
     return load_language_model(model_path("smollm2-135m"), context_tokens=1024, threads=2,
                                max_tokens=64, temperature=0.0, seed=1)

@@ -21,7 +21,7 @@ from edge_agent.clock import MonotonicClock
 from edge_agent.config import Config
 from edge_agent.conversation.model import Model
 from edge_agent.conversation.tools import Toolbox
-from edge_agent.engines.llm import ScriptedLanguageModel
+from edge_agent.engines.llm.scripted import ScriptedLanguageModel
 from edge_agent.events import EventLog
 from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.owner import OwnerThread

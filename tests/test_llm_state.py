@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from edge_agent.engines.base import ChatMessage, PrefixStateStore
-from edge_agent.engines.llm import LlamaLanguageModel, ScriptedLanguageModel
-from edge_agent.engines.llm_state import (
+from edge_agent.engines.llm.llama import LlamaLanguageModel
+from edge_agent.engines.llm.scripted import ScriptedLanguageModel
+from edge_agent.engines.llm.state import (
     KEEP_FILES,
     MAX_CHUNK_TOKENS,
     SUFFIX,

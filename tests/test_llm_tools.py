@@ -13,13 +13,9 @@ from edge_agent.conversation.builtin_tools import load_tools
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.demo.callfile import parse_call
 from edge_agent.engines.base import ChatMessage, ToolCall
-from edge_agent.engines.llm import (
-    LlamaLanguageModel,
-    ScriptedLanguageModel,
-    ScriptedToolReply,
-    parse_replies,
-)
-from edge_agent.engines.tool_replies import JsonReplyReader, ToolFormat
+from edge_agent.engines.llm.llama import LlamaLanguageModel
+from edge_agent.engines.llm.scripted import ScriptedLanguageModel, ScriptedToolReply, parse_replies
+from edge_agent.engines.llm.tool_replies import JsonReplyReader, ToolFormat
 from edge_agent.errors import ConfigError
 
 

@@ -15,14 +15,8 @@ from hypothesis import strategies as st
 
 from edge_agent.conversation.builtin_tools import load_tools
 from edge_agent.engines.base import ChatMessage, ToolCall
-from edge_agent.engines.llm import LlamaLanguageModel
-from edge_agent.engines.prompt_budget import (
-    ELLIPSIS,
-    TokenCounter,
-    fit_prompt,
-    head,
-    tail,
-)
+from edge_agent.engines.llm.llama import LlamaLanguageModel
+from edge_agent.engines.llm.prompt_budget import ELLIPSIS, TokenCounter, fit_prompt, head, tail
 from edge_agent.errors import EngineError
 from edge_agent.memory.summarizer import LEAD, LlamaSummarizer
 
@@ -363,7 +357,7 @@ def test_summary_prompts_fit_the_summarizers_context(
              for i in range(lines)]
     tokens = small_summarizer._prompt_tokens(previous, heard)
     assert len(tokens) <= 256 - 60 - 8
-    prompt = small_summarizer._llama.detokenize(tokens).decode("utf-8")
+    prompt = small_summarizer.model.llama.detokenize(tokens).decode("utf-8")
     assert f"line{lines - 1} " in prompt  # the newest line, from its start
     assert prompt.endswith(LEAD)  # the reply header and the lead are never cut
 

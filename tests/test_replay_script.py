@@ -12,7 +12,7 @@ import pytest
 from edge_agent.audio.pcm import silence
 from edge_agent.clock import VirtualClock
 from edge_agent.engines.base import ToolCall
-from edge_agent.engines.llm import ScriptedToolReply
+from edge_agent.engines.llm.scripted import ScriptedToolReply
 from edge_agent.events import EventLog, PlaybackStarted
 from edge_agent.replay.agent_script import ToolResult, agent_script, recorded_toolbox
 from edge_agent.replay.devices import AlignedSpeaker, ReplayCaller, UnitStart, unit_starts

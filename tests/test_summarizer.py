@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from edge_agent.engines.llm import LlamaLanguageModel
-from edge_agent.engines.llm_state import MAX_CHUNK_TOKENS
+from edge_agent.engines.llm import native
+from edge_agent.engines.llm.llama import LlamaLanguageModel
+from edge_agent.engines.llm.state import MAX_CHUNK_TOKENS
 from edge_agent.errors import ConfigError, ModelFileError
 from edge_agent.memory.summarizer import (
     ExtractiveSummarizer,
@@ -180,14 +181,14 @@ def preempt(summarizer: LlamaSummarizer, previous: str, arm: Callable[[Callable[
     at_set: list[int] = []
 
     def fire() -> None:
-        at_set.append(summarizer._llama.n_tokens)
+        at_set.append(summarizer.model.llama.n_tokens)
         stop.set()
 
     arm(fire)
     with pytest.raises(SummaryPreempted):
         summarizer.summarize(previous, LINES, stop)
     assert at_set, "the stop event was never set"
-    return at_set[0], summarizer._llama.n_tokens
+    return at_set[0], summarizer.model.llama.n_tokens
 
 
 @pytest.mark.models
@@ -207,7 +208,7 @@ def test_preempted_at_the_next_chunk_mid_prefill(summarizer: LlamaSummarizer) ->
 @pytest.mark.models
 def test_preempted_at_the_next_token_mid_generation(summarizer: LlamaSummarizer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    llama = summarizer._llama
+    llama = summarizer.model.llama
     generate = llama.generate
     for delay in (0.0, 0.05, 0.15):
         after_stop: list[int] = []
@@ -251,15 +252,9 @@ def test_a_summary_leaves_the_reply_models_cache_untouched(summarizer: LlamaSumm
 
 def kv_bytes(model: LlamaLanguageModel) -> bytes:
     """The reply model's KV cache for its sequence, as llama.cpp serializes it."""
-    import ctypes
-
-    import llama_cpp
-
-    ctx = model._llama._ctx.ctx
-    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-    buffer = (ctypes.c_uint8 * size)()
-    written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
-    return bytes(buffer)[:written]
+    state = native.sequence_state(model._llama)
+    assert state is not None
+    return state
 
 
 @pytest.mark.models

@@ -194,7 +194,7 @@ def test_a_script_calling_a_tool_that_is_not_enabled_is_refused_before_the_call(
     from edge_agent.clock import VirtualClock
     from edge_agent.config import Config
     from edge_agent.conversation.agent import Engines
-    from edge_agent.engines.llm import ScriptedLanguageModel, ScriptedToolReply
+    from edge_agent.engines.llm.scripted import ScriptedLanguageModel, ScriptedToolReply
     from edge_agent.errors import ConfigError
     from edge_agent.events import EventLog
     from tests.fakes import FakeRecognizer, FakeSpeech, FakeVad

@@ -30,7 +30,7 @@ from edge_agent.bench.stats import percentile, summarize
 from edge_agent.clock import MonotonicClock
 from edge_agent.config import Config
 from edge_agent.engines.base import ChatMessage
-from edge_agent.engines.llm import LlamaLanguageModel
+from edge_agent.engines.llm.llama import LlamaLanguageModel
 from edge_agent.events import EventLog
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.conversation_memory import ConversationMemory

@@ -23,7 +23,7 @@ from edge_agent.bench.clipset import SENTENCES
 from edge_agent.bench.stats import summarize
 from edge_agent.bench.stt import transcribe
 from edge_agent.engines.base import ChatMessage, SpeechRecognizer, TextToSpeech
-from edge_agent.engines.llm import LlamaLanguageModel
+from edge_agent.engines.llm.llama import LlamaLanguageModel
 
 SYSTEM = "You are the voice of a restaurant's kiosk. Answer in one or two short sentences."
 

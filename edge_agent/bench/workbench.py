@@ -15,7 +15,8 @@ from edge_agent.config import Config
 from edge_agent.conversation.settings import Engines
 from edge_agent.engines.base import SpeechRecognizer
 from edge_agent.engines.cpu_share import CpuShare, ProcLoadMeter, usable_cores
-from edge_agent.engines.llm import LlamaLanguageModel, ScriptedLanguageModel, ScriptedReply
+from edge_agent.engines.llm.llama import LlamaLanguageModel
+from edge_agent.engines.llm.scripted import ScriptedLanguageModel, ScriptedReply
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.errors import EngineError
 
@@ -138,7 +139,7 @@ class Workbench:
         if self.config.llm.engine != "llama":
             return None
         if self._llm is None:
-            from edge_agent.engines.llm import load_language_model
+            from edge_agent.engines.llm.llama import load_language_model
             from edge_agent.models.catalog import load_catalog
 
             llm = self.config.llm

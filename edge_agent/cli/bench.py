@@ -45,6 +45,7 @@ def add_parser(commands: Any) -> None:
     # replace it); `results_path` gives the default once the part is known.
     bench.add_argument("--json", type=Path, default=None,
                        help="results file (default: bench.json, or bench-PART.json for a part)")
+    bench.set_defaults(handler=run)
     benchmarks = bench.add_subparsers(dest="benchmark", required=False, metavar="PART")
     engines = _part_parser(
         benchmarks, "engines", "each engine alone: load time, the voice's and the recognizer's "

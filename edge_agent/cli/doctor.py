@@ -47,6 +47,7 @@ def add_parser(commands: Any) -> None:
     doctor.add_argument("--quick", action="store_true",
                         help="check model files by size instead of hashing them, and the memory "
                              "database with quick_check instead of integrity_check")
+    doctor.set_defaults(handler=run)  # given no config: loading it is one of its checks
 
 
 def run(config: Config | None, args: argparse.Namespace) -> int:

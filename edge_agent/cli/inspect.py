@@ -30,6 +30,7 @@ def add_parser(commands: Any) -> None:
     inspect.add_argument("--json", dest="record_file", type=Path, metavar="FILE",
                          help="draw this session record file instead of reading the memory "
                               "database (no waveforms: a record holds no audio)")
+    inspect.set_defaults(handler=run)
 
 
 def run(config: Config, args: argparse.Namespace) -> int:

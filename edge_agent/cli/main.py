@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +17,10 @@ from edge_agent import __version__
 from edge_agent.cli.args import seconds
 from edge_agent.cli.bench import add_parser as add_bench_parser
 from edge_agent.cli.bench import results_path as bench_results_path
-from edge_agent.cli.bench import run as run_bench_command
 from edge_agent.cli.doctor import add_parser as add_doctor_parser
-from edge_agent.cli.doctor import run as run_doctor
 from edge_agent.cli.inspect import add_parser as add_inspect_parser
-from edge_agent.cli.inspect import run as run_inspect_command
 from edge_agent.cli.memory import add_parsers as add_memory_parsers
-from edge_agent.cli.memory import run as run_memory_command
 from edge_agent.cli.service import add_parsers as add_service_parsers
-from edge_agent.cli.service import run as run_service_command
 from edge_agent.config import Config
 from edge_agent.config_file import load_config
 from edge_agent.errors import EdgeAgentError, OutputError
@@ -57,12 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--db", type=Path,
                       help="record the call in this memory database and resume an open session "
                            "in it (default: a private database for this call only)")
+    demo.set_defaults(handler=_demo)
 
     run = commands.add_parser("run", help="the live agent on the microphone and speaker")
     run.add_argument("--json", type=Path, help="write the session record here on exit")
     run.add_argument("--duration", type=seconds, help="stop after this many seconds")
     run.add_argument("--audio-dir", type=Path,
                      help="write each unit's audio, as far as it was played, to DIR/<unit_id>.wav")
+    run.set_defaults(handler=_run)
 
     add_bench_parser(commands)
     add_memory_parsers(commands)
@@ -71,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     add_inspect_parser(commands)
 
     models = commands.add_parser("models", help="list, fetch and verify models")
+    models.set_defaults(handler=_models)
     actions = models.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="what is configured and where it resolves")
     fetch = actions.add_parser("fetch", help="download a model into the data dir")
@@ -89,28 +87,21 @@ def main(argv: list[str] | None = None) -> int:
         return _main(args)
 
 
+Handler = Callable[[Config, argparse.Namespace], int]
+"""A command: what each subparser names with `set_defaults(handler=...)`."""
+
+
 def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "doctor":  # a broken config is one of its findings, not its end
-            return run_doctor(None, args)
+            return int(args.handler(None, args))
         config = load_config(args.config)
         logging.getLogger("edge_agent").setLevel(config.log.level.upper())
         if args.command == "bench":
             args.json = bench_results_path(args)
         _check_outputs(args)
-        if args.command == "demo":
-            return _demo(config, args)
-        if args.command == "run":
-            return _run(config, args)
-        if args.command in ("sessions", "memory"):
-            return run_memory_command(config, args)
-        if args.command == "service":
-            return run_service_command(config, args)
-        if args.command == "bench":
-            return run_bench_command(config, args)
-        if args.command == "inspect":
-            return run_inspect_command(config, args)
-        return _models(config, args)
+        handler: Handler = args.handler
+        return handler(config, args)
     except EdgeAgentError as exc:
         print(f"edge-agent: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -32,6 +32,7 @@ from edge_agent.session import named_session, require_database, session_record
 def add_parsers(commands: Any) -> None:
     sessions = commands.add_parser("sessions", help="list, show, export and delete the sessions "
                                                     "in the memory database")
+    sessions.set_defaults(handler=run)
     actions = sessions.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="every session: id, start, state, turns")
     show = actions.add_parser("show", help="one session's turns (heard vs generated)")
@@ -57,6 +58,7 @@ def add_parsers(commands: Any) -> None:
                              "audio, which holds the echo the microphone heard)")
 
     memory = commands.add_parser("memory", help="facts, profiles and consolidation")
+    memory.set_defaults(handler=run)
     memory_actions = memory.add_subparsers(dest="action", required=True)
     memory_actions.add_parser("show", help="profiles, current facts, last summaries")
     forget = memory_actions.add_parser("forget", help="delete every value of one fact key")
@@ -125,12 +127,8 @@ def _sessions(store: MemoryStore, args: argparse.Namespace) -> int:
         return 0
     record = session_record(store, [session_id])
     if args.action == "export":
-        data = {**record, "summaries": list(store.db.query(
-                    "SELECT kind, first_seq, last_seq, text, at FROM summaries "
-                    "WHERE session_id = ? ORDER BY id", [session_id])),
-                "facts": list(store.db.query(
-                    "SELECT key, value, source, source_seq, at, superseded_by FROM facts "
-                    "WHERE session_id = ? ORDER BY id", [session_id]))}
+        data = {**record, "summaries": store.summaries(session_id),
+                "facts": store.session_facts(session_id)}
         _emit(data, args.output)
         return 0
     if args.json:
@@ -165,8 +163,7 @@ def _memory(store: MemoryStore, args: argparse.Namespace) -> int:
         print(f"consolidated: {report.merged} duplicate(s) merged, {report.resolved} "
               f"contradiction(s) resolved (newest kept), {report.expired} expired fact(s) dropped")
         return 0
-    identities = sorted({row["identity"] for row in store.db.query(
-        "SELECT identity FROM profiles UNION SELECT identity FROM facts")})
+    identities = store.identities()
     if not identities:
         print("memory is empty")
     for identity in identities:

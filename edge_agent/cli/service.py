@@ -23,6 +23,7 @@ from edge_agent.installer.unit import (
 def add_parsers(commands: Any) -> None:
     service = commands.add_parser("service", help="install or remove the systemd service "
                                                   "(system-wide ALSA; see systemd/)")
+    service.set_defaults(handler=run)
     actions = service.add_subparsers(dest="action", required=True)
     install = actions.add_parser(
         "install", help="create the edge-agent user, /etc/edge-agent/edge-agent.toml (kept if "

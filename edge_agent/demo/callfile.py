@@ -56,7 +56,7 @@ from edge_agent.audio.room import (
 )
 from edge_agent.conversation.builtin_tools import BUILTIN
 from edge_agent.demo.talkers import AGENT_VOICE, LEVEL_DB_RANGE, TALKER_VOICES, Talker
-from edge_agent.engines.llm import ScriptedReply, parse_replies
+from edge_agent.engines.llm.scripted import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
 from edge_agent.tomlfile import parse_toml, read_text
 from edge_agent.validate import Bounds, TextRule, check_value, warn

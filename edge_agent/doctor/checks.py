@@ -259,7 +259,7 @@ def models(context: Context, emit: Emit) -> None:
 
 
 def _scripted(config: Config) -> CheckRecord:
-    from edge_agent.engines.llm import ScriptedLanguageModel
+    from edge_agent.engines.llm.scripted import ScriptedLanguageModel
 
     script = Path(config.llm.script).expanduser()
     ScriptedLanguageModel.from_file(script)

@@ -146,7 +146,7 @@ def _config(config: Config | None, path: Path | None, emit: Emit) -> Config:
 def _check_config(config: Config) -> None:
     """What the agent checks at start besides the file itself (ConfigError when wrong)."""
     from edge_agent.conversation.backchannel import load_classifier
-    from edge_agent.engines.llm import ScriptedLanguageModel
+    from edge_agent.engines.llm.scripted import ScriptedLanguageModel
 
     config.models_in_use()  # engine = "vosk" without a vosk_model
     load_classifier(config.turns.backchannel_classifier, config.source)

@@ -34,7 +34,7 @@ def _resident() -> int | None:
 
 def _loaders(config: Config) -> dict[str, Callable[[], Any]]:
     from edge_agent.app import load_recognizer, load_voice, resolve_models
-    from edge_agent.engines.llm import open_llama
+    from edge_agent.engines.llm.llama import open_llama
     from edge_agent.engines.turn_end import SmartTurn
     from edge_agent.engines.vad import SileroVad
     from edge_agent.models.catalog import load_catalog

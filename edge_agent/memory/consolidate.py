@@ -47,11 +47,9 @@ def consolidate(store: MemoryStore, now: str) -> Consolidation:
                 merged += 1
             else:
                 resolved += 1
-            store.db.table("facts").update(older["id"], {"superseded_by": newest["id"]})
+            store.supersede_fact(older["id"], newest["id"])
     # The values an expired fact replaced are older, so they expired too: none comes back.
-    cursor = store.db.execute(
-        "DELETE FROM facts WHERE expires_at IS NOT NULL AND expires_at < ?", [now])
-    return Consolidation(merged, resolved, int(cursor.rowcount))
+    return Consolidation(merged, resolved, store.delete_expired_facts(now))
 
 
 def _same(a: object, b: object) -> bool:

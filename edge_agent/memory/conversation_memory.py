@@ -30,6 +30,15 @@ from edge_agent.memory.consolidate import consolidate, expires_at
 from edge_agent.memory.context import Fact, MemoryContext, Preload, WindowSettings, heard_lines
 from edge_agent.memory.facts import FactCandidate, confirmed_facts, extract_facts
 from edge_agent.memory.history import History, Turn
+from edge_agent.memory.schema import (
+    EventRow,
+    FactRow,
+    LlmRequestRow,
+    SessionRow,
+    SummaryRow,
+    TurnRow,
+    UnitRow,
+)
 from edge_agent.memory.store import MemoryStore, dumps
 from edge_agent.memory.summarizer import (
     ExtractiveSummarizer,
@@ -169,7 +178,7 @@ class ConversationMemory:
         self._unit_seq = 0
         self._last_heard = ""
         now = self._now()
-        row = {"id": session_id, "identity": self.settings.identity, "run_id": self.run_id,
+        row: SessionRow = {"id": session_id, "identity": self.settings.identity, "run_id": self.run_id,
                "how": how, "state": "open", "started_at": now, "last_active_at": now,
                "ended_at": None, "engines": dumps(self._engines)}
         self._submit(lambda s: s.insert_session(row), "open session")
@@ -229,13 +238,14 @@ class ConversationMemory:
     def add_finalize(self, finalize: Finalize) -> Turn | None:
         """Record a unit's Finalize (the unit row) and its heard text as a turn."""
         session_id = self.session_id
-        row = {"session_id": session_id, "unit_id": finalize.unit_id, "state": "final",
-               "seq": self._unit_seq, "generated": finalize.generated, "heard": finalize.heard,
-               "played_ms": finalize.played_ms, "inexact_words": finalize.inexact_words,
-               "words": dumps(unit_words(finalize)), "updated_at": self._now()}
-        self._unit_seq += 1
         if session_id is not None:
+            row: UnitRow = {
+                "session_id": session_id, "unit_id": finalize.unit_id, "state": "final",
+                "seq": self._unit_seq, "generated": finalize.generated, "heard": finalize.heard,
+                "played_ms": finalize.played_ms, "inexact_words": finalize.inexact_words,
+                "words": dumps(unit_words(finalize)), "updated_at": self._now()}
             self._submit(lambda s: s.put_unit(row), f"finalize {finalize.unit_id}")
+        self._unit_seq += 1
         turn = self.history.add_finalize(finalize)
         if turn is not None:
             self._put_turn(len(self.history.turns) - 1, turn)
@@ -249,7 +259,7 @@ class ConversationMemory:
         session_id = self.session_id
         if session_id is None:
             return
-        row = {"session_id": session_id, "unit_id": unit_id, "state": "playing",
+        row: UnitRow = {"session_id": session_id, "unit_id": unit_id, "state": "playing",
                "generated": generated, "heard": heard, "played_ms": played_ms,
                "updated_at": self._now()}
         self._submit(lambda s: s.put_unit(row), f"checkpoint {unit_id}", durable=False)
@@ -324,7 +334,7 @@ class ConversationMemory:
         context.apply_fold(end, summary.text)
         if session_id is None:
             return
-        row = {"session_id": session_id, "kind": "running", "first_seq": first,
+        row: SummaryRow = {"session_id": session_id, "kind": "running", "first_seq": first,
                "last_seq": end - 1, "text": summary.text, "at": self._now()}
         self._submit(lambda s: s.add_summary(row), "running summary")
 
@@ -349,7 +359,7 @@ class ConversationMemory:
             self._store_fact(fact, source)
 
     def _store_fact(self, fact: Fact, source: str) -> None:
-        row = {"identity": self.settings.identity, "session_id": self.session_id,
+        row: FactRow = {"identity": self.settings.identity, "session_id": self.session_id,
                "key": fact.key, "value": fact.value, "source": source,
                "source_seq": fact.source_seq, "at": self._now(),
                "expires_at": expires_at(fact.key, self._wall())}
@@ -361,7 +371,7 @@ class ConversationMemory:
             return
         call = turn.tool_call
         now = self._now()
-        row = {"session_id": session_id, "seq": seq, "role": turn.role, "heard": turn.text,
+        row: TurnRow = {"session_id": session_id, "seq": seq, "role": turn.role, "heard": turn.text,
                "generated": turn.generated if turn.role == "assistant" else None,
                "unit_id": turn.unit_id, "at": now,
                "tool_call_id": call.call_id if call else None,
@@ -388,11 +398,11 @@ class ConversationMemory:
     def _record_event(self, entry: LoggedEvent, session_id: str | None) -> None:
         event = entry.event
         if isinstance(event, LlmRequest):
-            request = {"session_id": session_id, "turn": event.turn, "hop": event.hop,
+            request: LlmRequestRow = {"session_id": session_id, "turn": event.turn, "hop": event.hop,
                        "messages": dumps(list(event.messages)), "at": self._now()}
             self._submit(lambda s: s.add_llm_request(request), "llm request")
             return
-        row = {"session_id": session_id, "run_id": self.run_id, "at": round(entry.at, 4),
+        row: EventRow = {"session_id": session_id, "run_id": self.run_id, "at": round(entry.at, 4),
                "type": type(event).__name__, "data": dumps(entry.to_json())}
         self._submit(lambda s: s.add_event(row), "event", durable=False)
 

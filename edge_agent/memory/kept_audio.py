@@ -21,6 +21,7 @@ from edge_agent.errors import StoreError
 from edge_agent.events import EventLog, LoggedEvent, PlaybackStarted, SessionStarted
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.conversation_memory import ConversationMemory
+from edge_agent.memory.schema import AudioRow
 from edge_agent.memory.store import MemoryStore, Row
 from edge_agent.printable import shown
 
@@ -99,7 +100,8 @@ class AudioKeeper:
         self._segments = 0
         self._units = PlayedUnits()
         self._unit_at: dict[str, float] = {}
-        self._pending: list[Row] = []
+        self._pending: list[AudioRow] = []
+        """Kept before the session is open: its `session_id` is filled in when it is."""
         log.listen(self._on_event)
 
     # -- the caller (the loop's speech segments) ----------------------------------------------
@@ -146,15 +148,17 @@ class AudioKeeper:
             self._flush()
 
     def _keep(self, kind: str, ref: str, at: float, rate: int, pcm: bytes) -> None:
-        self._pending.append({"run_id": self._memory.run_id, "kind": kind, "ref": ref,
-                              "at": round(at, 4), "sample_rate": rate, "pcm": pcm})
+        self._pending.append({"session_id": "", "run_id": self._memory.run_id, "kind": kind,
+                              "ref": ref, "at": round(at, 4), "sample_rate": rate, "pcm": pcm})
         self._flush()
 
     def _flush(self) -> None:
         session_id, writer = self._memory.session_id, self._memory.writer
         if session_id is None or writer is None or not self._pending:
             return
-        rows, self._pending = [{**row, "session_id": session_id} for row in self._pending], []
+        rows, self._pending = self._pending, []
+        for row in rows:
+            row["session_id"] = session_id
 
         def add(store: MemoryStore) -> None:
             for row in rows:

@@ -41,7 +41,10 @@ def recover_units(store: MemoryStore, session_id: str, now: str) -> list[str]:
     turn. Returns a line per recovered unit."""
     lines = []
     for unit in store.units([session_id], state="playing"):
-        store.put_unit({**unit, "state": "final", "updated_at": now,
+        store.put_unit({"session_id": session_id, "unit_id": unit["unit_id"], "state": "final",
+                        "generated": unit["generated"], "heard": unit["heard"],
+                        "played_ms": unit["played_ms"], "inexact_words": unit["inexact_words"],
+                        "words": unit["words"], "updated_at": now,
                         "seq": _next(store, "units", session_id)})
         if unit["heard"].strip():
             store.put_turn({"session_id": session_id, "seq": _next(store, "turns", session_id),
@@ -130,6 +133,4 @@ def _turn(row: Row) -> Turn:
 
 
 def _next(store: MemoryStore, table: str, session_id: str) -> int:
-    found = store.db.execute(f"SELECT max(seq) FROM {table} WHERE session_id = ?",
-                             [session_id]).fetchone()[0]
-    return 0 if found is None else int(found) + 1
+    return store.next_seq(table, session_id)

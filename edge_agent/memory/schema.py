@@ -27,6 +27,7 @@ Tables (documented for Datasette users in README, "The memory database"):
 from __future__ import annotations
 
 import sqlite3
+from typing import NotRequired, TypedDict
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: the heard-truth record
@@ -134,6 +135,117 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# The rows edge-agent writes, one shape per table (an INTEGER PRIMARY KEY `id` is SQLite's to
+# give; `superseded_by` is the store's to set). A test checks them against the tables above.
+
+class SessionRow(TypedDict):
+    id: str
+    identity: str
+    run_id: str
+    how: str
+    state: str
+    started_at: str
+    last_active_at: str
+    ended_at: str | None
+    engines: str
+    """JSON: {kind: engine name}."""
+
+
+class TurnRow(TypedDict):
+    session_id: str
+    seq: int
+    role: str
+    heard: str
+    at: str
+    generated: NotRequired[str | None]
+    """An assistant turn's text as the model wrote it."""
+    unit_id: NotRequired[str | None]
+    tool_call_id: NotRequired[str | None]
+    tool_name: NotRequired[str | None]
+    tool_arguments: NotRequired[str | None]
+
+
+class UnitRow(TypedDict):
+    session_id: str
+    unit_id: str
+    state: str
+    """"playing" (a checkpoint) or "final"."""
+    generated: str
+    heard: str
+    played_ms: int
+    updated_at: str
+    seq: NotRequired[int]
+    """A final unit's place among the session's units (a checkpoint has none yet)."""
+    inexact_words: NotRequired[int]
+    words: NotRequired[str]
+    """JSON: the word timings."""
+
+
+class EventRow(TypedDict):
+    session_id: str | None
+    run_id: str
+    at: float
+    type: str
+    data: str
+    """JSON: the event as its record holds it."""
+
+
+class LlmRequestRow(TypedDict):
+    session_id: str | None
+    turn: int
+    hop: int
+    messages: str
+    """JSON: the messages sent."""
+    at: str
+
+
+class SummaryRow(TypedDict):
+    session_id: str
+    kind: str
+    """"running" or "session"."""
+    first_seq: int
+    last_seq: int
+    text: str
+    at: str
+
+
+class FactRow(TypedDict):
+    identity: str
+    session_id: str | None
+    key: str
+    value: str
+    source: str
+    source_seq: int | None
+    at: str
+    expires_at: str | None
+
+
+class ProfileRow(TypedDict):
+    identity: str
+    name: str | None
+    last_session_id: str | None
+    updated_at: str
+
+
+class AudioRow(TypedDict):
+    session_id: str
+    run_id: str
+    kind: str
+    """"caller" or "agent"."""
+    ref: str
+    at: float
+    sample_rate: int
+    pcm: bytes
+
+
+ROWS: dict[str, type] = {
+    "sessions": SessionRow, "turns": TurnRow, "units": UnitRow, "events": EventRow,
+    "llm_requests": LlmRequestRow, "summaries": SummaryRow, "facts": FactRow,
+    "profiles": ProfileRow, "audio": AudioRow,
+}
+"""Each table and the shape of the rows edge-agent writes to it."""
 
 
 def tables_at(version: int) -> frozenset[str]:

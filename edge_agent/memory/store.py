@@ -32,10 +32,24 @@ from edge_agent.memory.database_file import (
     database_error,
     exists_as_file,
 )
-from edge_agent.memory.schema import SCHEMA_VERSION, NewerSchemaError, migrate
+from edge_agent.memory.schema import (
+    SCHEMA_VERSION,
+    AudioRow,
+    EventRow,
+    FactRow,
+    LlmRequestRow,
+    NewerSchemaError,
+    ProfileRow,
+    SessionRow,
+    SummaryRow,
+    TurnRow,
+    UnitRow,
+    migrate,
+)
 from edge_agent.memory.writer_lock import WriterLock
 
 Row = dict[str, Any]
+"""A row as read (every column); rows written have their table's shape (`schema.ROWS`)."""
 
 
 class MemoryStore:
@@ -127,13 +141,13 @@ class MemoryStore:
     def transaction(self, durable: bool) -> _Transaction:
         return _Transaction(self.db.conn, durable)
 
-    def insert_session(self, row: Row) -> None:
-        self.db.table("sessions").insert(row)
+    def insert_session(self, row: SessionRow) -> None:
+        self.db.table("sessions").insert(dict(row))
 
     def update_session(self, session_id: str, fields: Row) -> None:
         self.db.table("sessions").update(session_id, fields)
 
-    def put_turn(self, row: Row) -> None:
+    def put_turn(self, row: TurnRow) -> None:
         """Insert or replace the turn at (session_id, seq): a user turn that continues the
         previous one replaces it."""
         self.db.execute(
@@ -147,7 +161,7 @@ class MemoryStore:
             {"generated": None, "unit_id": None, "tool_call_id": None, "tool_name": None,
              "tool_arguments": None, **row})
 
-    def put_unit(self, row: Row) -> None:
+    def put_unit(self, row: UnitRow) -> None:
         """A checkpoint (state "playing") or the Finalize (state "final") of a unit; a
         checkpoint never overwrites a final row."""
         self.db.execute(
@@ -161,19 +175,19 @@ class MemoryStore:
             "WHERE units.state = 'playing'",
             {"seq": None, "inexact_words": 0, "words": "[]", **row})
 
-    def add_event(self, row: Row) -> None:
-        self.db.table("events").insert(row)
+    def add_event(self, row: EventRow) -> None:
+        self.db.table("events").insert(dict(row))
 
-    def add_audio(self, row: Row) -> None:
-        self.db.table("audio").insert(row)
+    def add_audio(self, row: AudioRow) -> None:
+        self.db.table("audio").insert(dict(row))
 
-    def add_llm_request(self, row: Row) -> None:
-        self.db.table("llm_requests").insert(row)
+    def add_llm_request(self, row: LlmRequestRow) -> None:
+        self.db.table("llm_requests").insert(dict(row))
 
-    def add_summary(self, row: Row) -> None:
-        self.db.table("summaries").insert(row)
+    def add_summary(self, row: SummaryRow) -> None:
+        self.db.table("summaries").insert(dict(row))
 
-    def add_fact(self, row: Row) -> int:
+    def add_fact(self, row: FactRow) -> int:
         """Record a fact; the open fact with the same identity and key (if its value differs)
         is superseded by it, and kept. The same value again adds nothing."""
         current = self.open_fact(row["identity"], row["key"])
@@ -182,11 +196,15 @@ class MemoryStore:
         inserted = self.db.table("facts").insert({"superseded_by": None, "expires_at": None, **row})
         fact_id = int(inserted.last_pk or 0)
         if current is not None:
-            self.db.table("facts").update(current["id"], {"superseded_by": fact_id})
+            self.supersede_fact(current["id"], fact_id)
         return fact_id
 
-    def put_profile(self, row: Row) -> None:
-        self.db.table("profiles").upsert(row, pk="identity")
+    def supersede_fact(self, fact_id: int, by: int) -> None:
+        """Fact `fact_id` is no longer current: fact `by` replaced it (it is kept)."""
+        self.db.table("facts").update(fact_id, {"superseded_by": by})
+
+    def put_profile(self, row: ProfileRow) -> None:
+        self.db.table("profiles").upsert(dict(row), pk="identity")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -264,6 +282,31 @@ class MemoryStore:
     def facts(self) -> list[Row]:
         return list(self.db.query("SELECT * FROM facts ORDER BY id"))
 
+    def session_facts(self, session_id: str) -> list[Row]:
+        """The facts a session gave, current and superseded, oldest first (an export's)."""
+        return list(self.db.query(
+            "SELECT key, value, source, source_seq, at, superseded_by FROM facts "
+            "WHERE session_id = ? ORDER BY id", [session_id]))
+
+    def summaries(self, session_id: str) -> list[Row]:
+        """A session's summaries, running and final, oldest first."""
+        return list(self.db.query(
+            "SELECT kind, first_seq, last_seq, text, at FROM summaries WHERE session_id = ? "
+            "ORDER BY id", [session_id]))
+
+    def identities(self) -> list[str]:
+        """Every identity the memory knows something of (a profile or a fact), sorted."""
+        return sorted(str(row["identity"]) for row in self.db.query(
+            "SELECT identity FROM profiles UNION SELECT identity FROM facts"))
+
+    def next_seq(self, table: str, session_id: str) -> int:
+        """The next `seq` of a session in `table` ("turns" or "units"): one past the largest."""
+        if table not in ("turns", "units"):
+            raise ValueError(f"no seq column in {table!r}")
+        found = self.db.execute(f"SELECT max(seq) FROM {table} WHERE session_id = ?",
+                                [session_id]).fetchone()[0]
+        return 0 if found is None else int(found) + 1
+
     def profile(self, identity: str) -> Row | None:
         rows = list(self.db.query("SELECT * FROM profiles WHERE identity = ?", [identity]))
         return rows[0] if rows else None
@@ -289,6 +332,12 @@ class MemoryStore:
         where, args = ("AND identity = ?", [identity]) if identity is not None else ("", [])
         with self.db.atomic():
             cursor = self.db.execute(f"DELETE FROM facts WHERE key = ? {where}", [key, *args])
+        return int(cursor.rowcount)
+
+    def delete_expired_facts(self, now: str) -> int:
+        """Delete the facts whose `expires_at` is before `now` (ISO time); how many."""
+        cursor = self.db.execute(
+            "DELETE FROM facts WHERE expires_at IS NOT NULL AND expires_at < ?", [now])
         return int(cursor.rowcount)
 
     def expire_events(self, before: str) -> int:

@@ -4,9 +4,9 @@ A summarizer is blocking and runs on the LLM owner thread, so a reply waits for 
 raise SummaryPreempted within 100 ms of its stop event being set (the user started to speak).
 It only ever sees what the listener heard.
 
-`LlamaSummarizer` runs, by default, in the reply model's llama.cpp context: the conversation
-cached there is set aside while a summary runs and put back after (`engines.llm_shared`), so
-the model is in memory once and the next reply finds its prefix cached as before; with a
+`LlamaSummarizer` asks a llama.cpp model (`engines.llm.summary_model`), by default the reply
+model itself, whose cached conversation is set aside while a summary runs and put back after,
+so the model is in memory once and the next reply finds its prefix cached as before; with a
 `summarizer_model` it runs that model in a context of its own. `ExtractiveSummarizer` needs no
 model.
 """
@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from edge_agent.engines.llm import chat_formatter, open_llama
-from edge_agent.engines.llm_shared import set_aside
-from edge_agent.engines.llm_state import ChunkPacer, cached_prefix, evaluate
-from edge_agent.engines.prompt_budget import head, longest, tail
+from edge_agent.engines.llm.prompt_budget import head, longest, tail
+from edge_agent.engines.llm.summary_model import SummaryModel
 from edge_agent.errors import ConfigError, EngineError
 from edge_agent.plugins import load_plugin
 
@@ -79,7 +77,6 @@ INSTRUCTION = ("Update the summary of a conversation at a kiosk; keep names, num
 LEAD = "The customer"
 """The summary's first words, written into the prompt: without them SmolLM2-135M mostly copied
 the conversation out instead of summarizing it."""
-REPEAT_PENALTY = 1.1
 LINE_FLOOR = 200
 """Characters of the newest line kept before the previous summary is cut to make room."""
 _HEADINGS = {"summary", "updated summary", "new summary", "summary so far", "update"}
@@ -91,11 +88,8 @@ _ECHOES = {label.lower() for label in LABELS.values()} | {
 class LlamaSummarizer:
     """Summaries by a llama.cpp model: its own context (`context_tokens`, default 1024) on
     `model_path`, or, with `shared`, the reply model's loaded `Llama`, whose conversation is
-    set aside while a summary runs (`engines.llm_shared`: the model is in memory once).
-
-    The prompt is evaluated in chunks sized to ~40 ms (at most 32 tokens) and the summary
-    generated greedily token by token, `stop` checked between any two; in a context of its own
-    the instruction part of the prompt stays cached between calls. Input lines that do not fit
+    set aside while a summary runs (`engines.llm.summary_model`: the model is in memory once,
+    and `stop` is heeded within a chunk of the prompt or a token). Input lines that do not fit
     are dropped, oldest first (the caller should fold blocks that fit). When the model writes
     nothing usable, the summary is the extractive one.
     """
@@ -103,20 +97,16 @@ class LlamaSummarizer:
     def __init__(self, model_path: Path | None = None, *, shared: Any = None,
                  context_tokens: int = 1024, threads: int = 2, max_chars: int = 600,
                  max_tokens: int = 120) -> None:
-        self._shared = shared is not None
-        self._threads = threads
         if shared is not None:
-            self._llama: Any = shared
-            context_tokens = min(context_tokens, int(shared.n_ctx()))
+            self.model = SummaryModel(shared, shared=True, threads=threads)
+            context_tokens = min(context_tokens, self.model.context_tokens)
         elif model_path is not None:
-            self._llama = _own_llama(model_path, context_tokens, threads)
+            self.model = SummaryModel.open(model_path, context_tokens, threads)
         else:
             raise ValueError("LlamaSummarizer needs a model_path or a shared model")
-        self._format = chat_formatter(self._llama, reply_header=True)
         self._max_chars = max_chars
         self._max_tokens = max_tokens
         self._context = context_tokens
-        self._pacer = ChunkPacer()
         self._instruction = INSTRUCTION.format(words=max(10, max_chars // 7))
         # The prompt must leave the summary its max_tokens, and 8 to spare.
         self._budget = context_tokens - max_tokens - 8
@@ -143,39 +133,14 @@ class LlamaSummarizer:
         return Summary(_bounded(_sentences(summary), self._max_chars, " "), facts)
 
     def _generate(self, tokens: list[int], stop: threading.Event) -> str:
-        if not self._shared:
-            return self._generate_here(tokens, stop)
-        with set_aside(self._llama, self._threads):
-            return self._generate_here(tokens, stop)
-
-    def _generate_here(self, tokens: list[int], stop: threading.Event) -> str:
-        import llama_cpp
-
-        llama = self._llama
-        # The last prompt token is left to `generate`, which samples after evaluating it.
-        llama.n_tokens = min(cached_prefix(llama, tokens), len(tokens) - 1)
-        if not evaluate(llama, tokens[llama.n_tokens: -1], stop, self._pacer):
+        text = self.model.generate(tokens, stop, self._max_tokens)
+        if text is None:
             raise SummaryPreempted
-        vocab = llama._model.vocab
-        generated: list[int] = []
-        steps = llama.generate(tokens, temp=0.0, repeat_penalty=REPEAT_PENALTY)
-        try:
-            for token in steps:
-                if stop.is_set():
-                    raise SummaryPreempted
-                if llama_cpp.llama_vocab_is_eog(vocab, token):
-                    break
-                generated.append(token)
-                # A blank line ends the summary: after it SmolLM2 starts copying the prompt.
-                if len(generated) >= self._max_tokens or b"\n\n" in llama.detokenize(generated):
-                    break
-        finally:
-            steps.close()
-        return str(llama.detokenize(generated).decode("utf-8", errors="ignore"))
+        return text
 
     def _prompt_tokens(self, previous: str, lines: list[tuple[str, str]]) -> list[int]:
         """The prompt, fitted to leave room for the summary (the policy of
-        `engines.prompt_budget`, on this prompt's parts): the oldest lines dropped, whole,
+        `engines.llm.prompt_budget`, on this prompt's parts): the oldest lines dropped, whole,
         keeping the newest; then the one left cut to its first `LINE_FLOOR` characters; then
         the previous summary cut keeping its end (its newest sentences); then that line cut
         further. Each cut is the longest that fits, and only measured lengths are kept, so the
@@ -218,21 +183,7 @@ class LlamaSummarizer:
                                  for role, text in lines)
         request = (f"Summary so far:\n{_plain(previous) or '(none)'}\n\nNew conversation:\n"
                    f"{conversation}\n\nWrite the updated summary.")
-        messages = [{"role": "system", "content": self._instruction},
-                    {"role": "user", "content": request}]
-        if self._format is None:
-            prompt, bos = f"{self._instruction}\n\n{request}\n\n{LEAD}", True
-        else:
-            rendered = self._format(messages=messages)
-            prompt, bos = rendered.prompt + LEAD, not rendered.added_special
-        tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=bos, special=True)
-        return tokens
-
-
-def _own_llama(model_path: Path, context_tokens: int, threads: int) -> Any:
-    # 32 tokens a batch: no call evaluates more at once (chunks are at most 32 tokens).
-    return open_llama(model_path, context_tokens=context_tokens, threads=threads, seed=0,
-                      batch_tokens=32)
+        return self.model.chat_tokens(self._instruction, request, LEAD)
 
 
 def load_summarizer(name: str, *, model_path: Path | None, source: str, key: str, threads: int,

@@ -23,7 +23,7 @@ from typing import Any
 
 from edge_agent.conversation.failures import FALLBACK_LINE
 from edge_agent.conversation.tools import Tool, Toolbox
-from edge_agent.engines.llm import ScriptedReply, ScriptedToolReply
+from edge_agent.engines.llm.scripted import ScriptedReply, ScriptedToolReply
 from edge_agent.replay.timeline import TimedEvent, Timeline
 
 SESSION_START = {"start-up": "immediate", "speech": "speech", "wake": "wake",

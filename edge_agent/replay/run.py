@@ -26,7 +26,7 @@ from edge_agent.audio.virtual import VirtualMicrophone
 from edge_agent.clock import VirtualClock
 from edge_agent.config import Config
 from edge_agent.conversation.agent import Conversation, Engines
-from edge_agent.engines.llm import ScriptedLanguageModel
+from edge_agent.engines.llm.scripted import ScriptedLanguageModel
 from edge_agent.errors import ConfigError
 from edge_agent.events import EventLog, Notice
 from edge_agent.memory.kept_audio import AGENT, CALLER, AudioClip

@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.engines import gguf, llama_build, llm_state
+from edge_agent.engines import gguf, llama_build
 from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
 from edge_agent.engines.cpu_share import CpuShare, usable_cores
-from edge_agent.engines.prompt_budget import Fit, TokenCounter, fit_prompt
-from edge_agent.engines.tool_replies import JsonReplyReader, ToolFormat
-from edge_agent.errors import ConfigError, EngineError, ModelFileError, OutputError
+from edge_agent.engines.llm import native
+from edge_agent.engines.llm import state as llm_state
+from edge_agent.engines.llm.prompt_budget import Fit, TokenCounter, fit_prompt
+from edge_agent.engines.llm.tool_replies import JsonReplyReader, ToolFormat
+from edge_agent.errors import EngineError, ModelFileError, OutputError
 from edge_agent.printable import shown
-from edge_agent.tomlfile import parse_toml, read_text
-from edge_agent.validate import TextRule, check_text
 
 log = logging.getLogger("edge_agent")
 
@@ -98,7 +96,7 @@ class LlamaLanguageModel:
     @property
     def llama(self) -> Any:
         """The loaded llama.cpp model, for other work in its context on the same owner thread
-        (the summarizer: `engines.llm_shared.set_aside`)."""
+        (the summarizer: `engines.llm.shared.set_aside`)."""
         return self._llama
 
     def withdraw(self) -> None:
@@ -136,13 +134,13 @@ class LlamaLanguageModel:
         if self._share is not None:
             self._share.hold_while_listener_waits()
             threads = self._share.llm_threads(self._threads)
-            self._llama._ctx.set_n_threads(threads, threads)
+            native.set_threads(self._llama, threads)
 
     def save_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
                           tools: Sequence[ToolSpec] = (),
                           stop: threading.Event | None = None) -> Path | None:
         """Evaluate the chat-templated `messages` if needed, then save llama.cpp's state for
-        exactly their tokens to a file in `directory` (format: `llm_state`); the path.
+        exactly their tokens to a file in `directory` (format: `engines.llm.state`); the path.
 
         `messages` are a stable prefix (the system message, with `tools` as offered on every
         request). Whatever the cache held after them is dropped (the next request evaluates
@@ -299,127 +297,13 @@ def chat_formatter(llama: Any, *, reply_header: bool) -> Any:
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
         return None
-    model = llama._model
     eos, bos = llama.token_eos(), llama.token_bos()
     return llama_chat_format.Jinja2ChatFormatter(
         template=template,
-        eos_token=model.token_get_text(eos) if eos != -1 else "",
-        bos_token=model.token_get_text(bos) if bos != -1 else "",
+        eos_token=native.token_text(llama, eos) if eos != -1 else "",
+        bos_token=native.token_text(llama, bos) if bos != -1 else "",
         add_generation_prompt=reply_header,
     )
-
-
-@dataclass(frozen=True)
-class ScriptedToolReply:
-    """A scripted reply that calls a tool, after saying something or not."""
-
-    tool: str
-    """The tool's name."""
-    arguments: str
-    """The arguments as JSON text (an object)."""
-    say: str = ""
-    """Spoken before the call; "" says nothing (the hop opens no speech unit)."""
-
-
-ScriptedReply = str | ScriptedToolReply
-"""One entry of a script: text to speak, or a tool call (with optional text before it)."""
-
-
-class ScriptedLanguageModel:
-    """Replies with the next entry of a script, word by word, whatever it is asked.
-
-    Makes demos and regression calls reproducible without a model download. An entry that
-    calls a tool is one hop: the model asked again with the result takes the next entry. When
-    the script runs out it says nothing (an empty reply) and the loop reports it.
-    """
-
-    def __init__(self, replies: Sequence[ScriptedReply]) -> None:
-        self._replies = list(replies)
-        self._next = 0
-
-    @property
-    def exhausted(self) -> bool:
-        return self._next >= len(self._replies)
-
-    @property
-    def tool_names(self) -> set[str]:
-        """Tools the script calls (to check against the enabled tools before a run)."""
-        return {r.tool for r in self._replies if isinstance(r, ScriptedToolReply)}
-
-    @classmethod
-    def from_file(cls, path: Path) -> ScriptedLanguageModel:
-        """Read `replies = [...]` at the top level or under `[agent]` of a TOML file."""
-        data = parse_toml(read_text(path, "script file"), str(path))
-        if "replies" in data:
-            return cls(parse_replies(data["replies"], str(path), "replies"))
-        agent = data.get("agent", {})
-        if not isinstance(agent, dict):
-            raise ConfigError(str(path), "agent", "must be a table ([agent]) holding `replies`")
-        return cls(parse_replies(agent.get("replies"), str(path), "agent.replies"))
-
-    def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
-                stop: threading.Event | None = None) -> None:
-        """A script has no prompt to evaluate."""
-
-    def withdraw(self) -> None:
-        """The latest reply was not used (a speculative request thrown away): the next request
-        gets it again."""
-        self._next = max(0, self._next - 1)
-
-    def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
-               ) -> Iterator[str | ToolCall]:
-        if self.exhausted:
-            return
-        reply = self._replies[self._next]
-        self._next += 1
-        if isinstance(reply, str):
-            yield from re.findall(r"\S+\s*|\s+", reply)
-            return
-        yield from re.findall(r"\S+\s*|\s+", reply.say)
-        yield ToolCall(f"scripted-{self._next}", reply.tool, reply.arguments)
-
-
-_REPLY_KEYS = ("say", "tool", "arguments")
-
-
-def parse_replies(value: object, source: str, key: str) -> tuple[ScriptedReply, ...]:
-    """A script's replies from TOML: strings, or tables `{ say = "...", tool = "name",
-    arguments = { ... } }` (say and arguments optional). Errors name `key[n].field`."""
-    if not isinstance(value, list):
-        raise ConfigError(source, key, 'must be a list of strings or tool-call tables like '
-                          '{ say = "Let me book that.", tool = "book_table", '
-                          'arguments = { time = "7 PM", people = 4 } }')
-    return tuple(_reply(entry, source, f"{key}[{i + 1}]") for i, entry in enumerate(value))
-
-
-def _reply(entry: object, source: str, key: str) -> ScriptedReply:
-    if isinstance(entry, str):
-        return check_text(entry, source, key, TextRule())
-    if not isinstance(entry, dict):
-        raise ConfigError(source, key, f"must be a string or a tool-call table, got {entry!r}")
-    extra = sorted(set(entry) - set(_REPLY_KEYS))
-    if extra:
-        raise ConfigError(source, f"{key}.{extra[0]}",
-                          f"unknown key (a reply table has {', '.join(_REPLY_KEYS)})")
-    tool = entry.get("tool")
-    if not isinstance(tool, str) or not tool.strip():
-        raise ConfigError(source, f"{key}.tool", "must name the tool to call (a non-empty "
-                          "string); a reply that only speaks is a plain string")
-    say = entry.get("say", "")
-    if not isinstance(say, str):
-        raise ConfigError(source, f"{key}.say", "must be a string (what is said before the call)")
-    check_text(say, source, f"{key}.say", TextRule())
-    arguments = entry.get("arguments", {})
-    if not isinstance(arguments, dict):
-        raise ConfigError(source, f"{key}.arguments",
-                          'must be a table of the tool\'s arguments, e.g. { time = "7 PM", '
-                          "people = 4 }")
-    try:
-        text = json.dumps(arguments, ensure_ascii=False)
-    except (TypeError, ValueError):
-        raise ConfigError(source, f"{key}.arguments", "holds a TOML date or time, which JSON "
-                          'cannot carry: quote it (time = "19:00")') from None
-    return ScriptedToolReply(tool, text, say)
 
 
 def load_language_model(path: Path, **options: Any) -> LlamaLanguageModel:

@@ -13,11 +13,10 @@ at the same time.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 from collections.abc import Iterator
 from typing import Any
 
-from edge_agent.engines.llm_state import clear_memory
+from edge_agent.engines.llm import native
 
 
 @contextlib.contextmanager
@@ -25,27 +24,16 @@ def set_aside(llama: Any, threads: int) -> Iterator[None]:
     """While inside, `llama`'s context is empty and runs on `threads` threads; on exit it holds
     the conversation it held on entry again (or, if llama.cpp refused the copy back, nothing:
     the next request evaluates its prompt from the start)."""
-    import llama_cpp
-
-    ctx = llama._ctx.ctx
     count = int(llama.n_tokens)
     held = llama.input_ids[:count].copy()
-    buffer: Any = None
-    written = 0
-    if count:
-        size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
-        buffer = (ctypes.c_uint8 * size)()
-        written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
-        if not 0 < written <= size:
-            buffer, written = None, 0
-    llama._ctx.set_n_threads(threads, threads)
-    clear_memory(llama)
+    state = native.sequence_state(llama) if count else None
+    native.set_threads(llama, threads)
+    native.clear_memory(llama)
     try:
         yield
     finally:
-        clear_memory(llama)
-        llama._ctx.set_n_threads(llama.n_threads, llama.n_threads_batch)
-        if buffer is not None and int(
-                llama_cpp.llama_state_seq_set_data(ctx, buffer, written, 0)) == written:
+        native.clear_memory(llama)
+        native.restore_threads(llama)
+        if state is not None and native.load_sequence_state(llama, state):
             llama.input_ids[:count] = held
             llama.n_tokens = count

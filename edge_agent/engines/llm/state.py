@@ -23,7 +23,6 @@ sha256 of the state bytes match; after loading, the cells must cover exactly pos
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import json
 import os
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from edge_agent.engines.llm import native
 
 FORMAT = "edge-agent-kv-state"
 VERSION = 1
@@ -162,20 +163,15 @@ def save_state(llama: Any, tokens: Sequence[int], directory: Path, identity: Mod
     holds after them is dropped) to `directory`, atomically, mode 0600; keep the `keep` newest
     files of this identity. Raises OSError when the file cannot be written and RuntimeError
     when llama.cpp gives no state."""
-    import llama_cpp
-
     tokens = list(tokens)
     count = len(tokens)
     if count == 0 or cached_prefix(llama, tokens) < count:
         raise RuntimeError("the context does not hold the tokens to save")
     next_token = _redecode_last(llama, tokens)
-    ctx = llama._ctx.ctx
-    size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
-    buffer = (ctypes.c_uint8 * size)()
-    written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
-    if written <= 0 or written > size:
-        raise RuntimeError(f"llama.cpp wrote {written} bytes of a {size}-byte state")
-    state = bytes(buffer)[:written]
+    state = native.sequence_state(llama)
+    if state is None:
+        raise RuntimeError("llama.cpp gave no state for the tokens")
+    written = len(state)
     header = {
         "format": FORMAT, "version": VERSION, "model": identity.fingerprint,
         "llama_cpp": identity.llama_cpp, "n_ctx": identity.n_ctx, "n_tokens": count,
@@ -223,7 +219,7 @@ def restore_state(llama: Any, tokens: Sequence[int], directory: Path,
     except Exception:  # a state llama.cpp cannot take is a cold start, not a failure
         loaded = False
     if not loaded:
-        clear_memory(llama)
+        native.clear_memory(llama)
         return False
     with contextlib.suppress(OSError):
         os.utime(path)  # recently used: pruning keeps it
@@ -267,17 +263,11 @@ def _checked(blob: bytes, tokens: list[int], identity: ModelIdentity) -> tuple[i
 
 
 def _load(llama: Any, tokens: list[int], state: bytes, next_token: int) -> bool:
-    import llama_cpp
-
     count = len(tokens)
-    clear_memory(llama)
-    ctx = llama._ctx.ctx
-    buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-    if int(llama_cpp.llama_state_seq_set_data(ctx, buffer, len(state), 0)) != len(state):
+    native.clear_memory(llama)
+    if not native.load_sequence_state(llama, state):
         return False
-    memory = llama_cpp.llama_get_memory(ctx)
-    if (llama_cpp.llama_memory_seq_pos_min(memory, 0) != 0
-            or llama_cpp.llama_memory_seq_pos_max(memory, 0) != count - 1):
+    if native.held_positions(llama) != (0, count - 1):
         return False
     llama.input_ids[:count] = tokens
     llama.n_tokens = count
@@ -290,20 +280,10 @@ def _redecode_last(llama: Any, tokens: list[int]) -> int:
     """Evaluate the last token again on the cells before it; its greedy successor. Leaves the
     context holding exactly `tokens`, with fresh logits."""
     count = len(tokens)
-    llama._ctx.kv_cache_seq_rm(-1, count - 1, -1)
+    native.drop_cells_from(llama, count - 1)
     llama.n_tokens = count - 1
     llama.eval([tokens[-1]])
-    logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(llama.n_vocab(),))
-    return int(np.argmax(logits))
-
-
-def clear_memory(llama: Any) -> None:
-    """Empty the KV memory, positions and all (a rejected state can leave cells at negative
-    positions that removing a position range would miss)."""
-    import llama_cpp
-
-    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llama._ctx.ctx), True)
-    llama.n_tokens = 0
+    return int(np.argmax(native.last_logits(llama)))
 
 
 def _prune(directory: Path, key: str, keep: int) -> None:
