@@ -48,13 +48,13 @@ from edge_agent.memory.conversation_memory import (
     utc_now,
 )
 from edge_agent.memory.kept_audio import AudioKeeper
+from edge_agent.memory.record import SessionRecord, session_record
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.summarizer import ExtractiveSummarizer, Summarizer, load_summarizer
 from edge_agent.memory.writer import StoreWriter
 from edge_agent.memory.writer_lock import WriterLock
 from edge_agent.models.catalog import Catalog, load_catalog
 from edge_agent.owner import Owner, OwnerThread
-from edge_agent.session import SessionRecord, session_record
 
 
 def resolve_models(config: Config, catalog: Catalog, with_llm: bool) -> dict[str, Path]:

@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from edge_agent.errors import ConfigError
 from edge_agent.memory.kept_audio import AudioClip
+from edge_agent.memory.record import SessionRecord
 from edge_agent.printable import shown
-from edge_agent.session import SessionRecord
 
 MAX_CLOCK_S = 1e9
 """A moment on a run's clock (`at`, `audio_time`), in seconds either side of its start: 31

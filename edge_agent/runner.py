@@ -38,12 +38,12 @@ from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
+from edge_agent.memory.record import SessionRecord
 from edge_agent.memory.writer_lock import WriterLock
 from edge_agent.printable import clip
 from edge_agent.service.journal import session_line, session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
 from edge_agent.service.status import LISTENING, device_status, status_after
-from edge_agent.session import SessionRecord
 
 Printer = Callable[[str], None]
 IDLE_TO_END = 1.5

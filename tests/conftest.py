@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,30 @@ def model_path(catalog: Catalog):  # type: ignore[no-untyped-def]
         return status.path
 
     return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_path(model_path) -> Path:  # type: ignore[no-untyped-def]
+    """SmolLM2-135M-Instruct, the default LLM: its GGUF file."""
+    path: Path = model_path("smollm2-135m")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path: Path) -> Callable[..., Any]:
+    """SmolLM2 opened as the agent opens it: `smollm2(context_tokens=1024, ...)` gives a
+    `LlamaLanguageModel` with those settings, and otherwise greedy, seed 7, 2 threads, 40 tokens
+    a reply, a 2048-token context. Each call is a context of its own (a test's cache is its
+    own); llama.cpp maps the file once."""
+    from edge_agent.engines.llm.llama import LlamaLanguageModel
+
+    defaults = {"context_tokens": 2048, "threads": 2, "max_tokens": 40, "temperature": 0.0,
+                "seed": 7}
+
+    def open_model(**settings: Any) -> LlamaLanguageModel:
+        return LlamaLanguageModel(smollm2_path, **{**defaults, **settings})
+
+    return open_model
 
 
 @pytest.fixture(scope="session")

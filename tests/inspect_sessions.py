@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge_agent.memory.record import SessionRecord, TurnRecord, UnitRecord, WordRecord
 from edge_agent.memory.store import MemoryStore
-from edge_agent.session import SessionRecord, TurnRecord, UnitRecord, WordRecord
 
 WORD_MS, WORD_GAP_MS = 250, 50
 """Each word of a built unit lasts 250 ms, with 50 ms before the next."""

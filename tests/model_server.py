@@ -10,17 +10,17 @@ Content-Length, ignore Range, stall, trickle, or never end (`Served.mode`). The 
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.cli import edge_agent
 
 FETCH_ERROR = 4  # ModelFetchError.exit_code
 PAYLOAD_SIZE = 300_000
@@ -247,13 +247,9 @@ def archive_model(url: str, archive: bytes, extract: str, save_as: str, *, kind:
 
 
 def models_cli(setup: Setup, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "edge_agent_config")}
-    env["no_proxy"] = env["NO_PROXY"] = "*"
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-c", str(setup.config), "models", *args],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )
+    return edge_agent("models", *args, config=setup.config, timeout=60,
+                      drop=("http_proxy", "https_proxy", "all_proxy"),
+                      env={"no_proxy": "*", "NO_PROXY": "*"})
 
 
 def fetch(setup: Setup, name: str) -> subprocess.CompletedProcess[str]:

@@ -198,3 +198,16 @@ def test_only_the_store_speaks_sql() -> None:
     users = sorted(module for module, path in MODULES.items()
                    if reaching.search(path.read_text(encoding="utf-8")))
     assert users == ["edge_agent.memory.store"]
+
+
+def test_no_package_imports_itself_back() -> None:
+    """Between the top-level packages and modules too (`memory` and `engines`, not only
+    `memory.store` and `engines.llm`): a package's dependencies point one way."""
+    def top(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    graph: dict[str, set[str]] = {}
+    for module, targets in GRAPH.items():
+        graph.setdefault(top(module), set()).update(
+            top(t) for t in targets if top(t) != top(module) and t != "edge_agent")
+    assert _cycles(graph) == []

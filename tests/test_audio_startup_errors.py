@@ -30,6 +30,7 @@ from edge_agent.audio.portaudio_start import (
 )
 from edge_agent.audio.pyaudio_io import find_device
 from edge_agent.errors import AudioDeviceError
+from tests.cli import command
 from tests.test_run_pulseaudio import write_scripted_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,8 +59,7 @@ def _run(tmp_path: Path, **env_changes: str | None) -> subprocess.CompletedProce
     work = tmp_path / "cwd"  # where a core file would be written
     work.mkdir()
     return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "--config", str(write_scripted_config(tmp_path)), "run",
-         "--duration", "1"],
+        command("run", "--duration", "1", config=write_scripted_config(tmp_path)),
         env=env, cwd=work, capture_output=True, text=True, timeout=120, check=False,
         preexec_fn=_allow_core_dumps)
 

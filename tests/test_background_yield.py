@@ -118,12 +118,10 @@ LONG_SYSTEM = "You are the kiosk of a restaurant. " + " ".join(
 
 @pytest.mark.models
 def test_a_stopped_prewarm_keeps_what_it_evaluated_and_the_next_one_goes_on_from_there(
-        model_path: Any) -> None:
+        smollm2: Any) -> None:
     from edge_agent.engines.llm import state as llm_state
-    from edge_agent.engines.llm.llama import LlamaLanguageModel
 
-    llm = LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=2048, threads=0,
-                             max_tokens=40, temperature=0.0, seed=7)
+    llm = smollm2(threads=0)
     messages = [{"role": "system", "content": LONG_SYSTEM}]
     tokens = llm._prefix_tokens(messages, ())
     assert tokens is not None and len(tokens) > 300

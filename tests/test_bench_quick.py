@@ -6,8 +6,6 @@ asserted is that every part ran and kept its raw samples."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pytest
 
 from edge_agent.bench import pulse_rig
 from edge_agent.bench.document import schema
+from tests.cli import edge_agent, write_config
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 
@@ -59,14 +58,11 @@ def test_bench_quick_runs_every_part_and_writes_a_valid_document(tmp_path: Path)
         pulse_rig.check_tools()
     except pulse_rig.PulseUnavailable as exc:
         pytest.skip(f"PulseAudio not available: {exc}")
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    config = write_config(tmp_path)
     results = tmp_path / "bench.json"
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "--config", str(config), "bench", "--quick",
-         "--json", str(results)],
-        capture_output=True, text=True, timeout=720, check=False, cwd=tmp_path)
+    done = edge_agent("bench", "--quick", "--json", results, config=config, timeout=720,
+                      cwd=tmp_path)
     wall = time.monotonic() - started
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
     print(f"bench --quick: {wall:.0f} s\n{done.stdout}")  # shown with -s: the figures of this run

@@ -8,8 +8,6 @@ import copy
 import dataclasses
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from edge_agent.bench.summary import rooms_rows
 from edge_agent.bench.workbench import Plan, Workbench
 from edge_agent.cli import main
 from edge_agent.config import Config
+from tests.cli import edge_agent, write_config
 from tests.fakes import FakeRoomCalls, FakeSpeech
 
 INTERRUPTED = "Wait, what about Sunday?"
@@ -202,8 +201,7 @@ def test_the_subcommand_takes_quick_and_its_own_sizes(
         return _result(FakeRoomCalls(), plan)
 
     monkeypatch.setattr(bench_parts, "rooms_part", measured)
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    config = write_config(tmp_path)
     written = tmp_path / "rooms.json"
     assert main(["-c", str(config), "bench", "rooms", "--quick", "--replies", "3", "--seed",
                  "9", "--json", str(written)]) == 0
@@ -216,13 +214,10 @@ def test_the_subcommand_takes_quick_and_its_own_sizes(
 
 @pytest.mark.models
 def test_bench_rooms_quick_on_the_real_engines(tmp_path: Path) -> None:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    config = write_config(tmp_path)
     results = tmp_path / "rooms.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "--config", str(config), "bench", "rooms",
-         "--quick", "--json", str(results)],
-        capture_output=True, text=True, timeout=400, check=False, cwd=tmp_path)
+    done = edge_agent("bench", "rooms", "--quick", "--json", results, config=config,
+                      timeout=400, cwd=tmp_path)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
     print(done.stdout)  # shown with -s: the figures of this run
     result = json.loads(results.read_text(encoding="utf-8"))

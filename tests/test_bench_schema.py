@@ -24,6 +24,7 @@ from edge_agent.cli import main
 from edge_agent.config import Config
 from edge_agent.errors import EngineError
 from edge_agent.heard.truncation import HeardPolicy
+from tests.cli import write_config
 
 MACHINE = {"hostname": "kiosk", "cpu_model": "ARM Cortex-A76", "cpu_cores": 4,
            "ram_total_mb": 8000, "os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.6.51",
@@ -142,8 +143,7 @@ def test_the_subcommand_and_the_suite_write_the_same_part_json(
         return _heard_result()
 
     monkeypatch.setattr(bench_parts, "heard_part", measured)
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    config = write_config(tmp_path)
     written = tmp_path / "heard.json"
     assert main(["-c", str(config), "bench", "heard", "--runs", "2", "--seed", "7",
                  "--json", str(written)]) == 0

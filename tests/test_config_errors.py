@@ -9,9 +9,7 @@ case is about something else: if resolution were skipped, loading those would fa
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
-import sys
 import time
 import tomllib
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 from edge_agent.config import Config
 from edge_agent.config_file import parse_config
 from edge_agent.validate import has_visible_text
+from tests.cli import edge_agent
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = REPO / "config" / "edge-agent.toml"
@@ -37,10 +36,8 @@ at = 0.5
 
 
 def _edge_agent(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "EDGE_AGENT_CONFIG"}
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "edge_agent", *args], capture_output=True,
-                            text=True, env=env, cwd=cwd, timeout=120, check=False)
+    result = edge_agent(*args, cwd=cwd)
     elapsed = time.monotonic() - started
     assert elapsed < FAST, f"took {elapsed:.1f}s: did it load models before failing?"
     return result
@@ -141,9 +138,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
 
 def test_config_from_environment_variable_is_checked_too(tmp_path: Path) -> None:
     path = _config(tmp_path, "[vad]\ntreshold = 0.5\n")
-    env = {**os.environ, "EDGE_AGENT_CONFIG": str(path)}
-    result = subprocess.run([sys.executable, "-m", "edge_agent", "demo"], capture_output=True,
-                            text=True, env=env, timeout=120, check=False)
+    result = edge_agent("demo", env={"EDGE_AGENT_CONFIG": str(path)})
     line = _one_clear_error(result, CONFIG_ERROR)
     assert str(path) in line and "vad.treshold" in line
 

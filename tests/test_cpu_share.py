@@ -128,15 +128,13 @@ def test_the_meter_sees_the_bench_s_busy_processes_beside_it_and_they_are_gone_a
 
 
 @pytest.mark.models
-def test_the_llm_changes_its_threads_between_tokens_as_the_machine_gets_busy(model_path: Any
+def test_the_llm_changes_its_threads_between_tokens_as_the_machine_gets_busy(smollm2: Any
                                                                             ) -> None:
     from edge_agent.engines.llm import native
-    from edge_agent.engines.llm.llama import LlamaLanguageModel
 
     meter = ScriptedMeter(0.0)
     share = CpuShare(2, meter)
-    llm = LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=1024, threads=0,
-                             max_tokens=24, temperature=0.0, seed=7, share=share)
+    llm = smollm2(context_tokens=1024, threads=0, max_tokens=24, share=share)
     seen: list[int] = []
     pieces = llm.stream([{"role": "user", "content": "Count from one to twenty."}])
     for index, _ in enumerate(pieces):
@@ -149,12 +147,9 @@ def test_the_llm_changes_its_threads_between_tokens_as_the_machine_gets_busy(mod
 
 
 @pytest.mark.models
-def test_the_llm_writes_no_token_while_a_listener_waits(model_path: Any) -> None:
-    from edge_agent.engines.llm.llama import LlamaLanguageModel
-
+def test_the_llm_writes_no_token_while_a_listener_waits(smollm2: Any) -> None:
     share = CpuShare(2, ScriptedMeter(0.0))
-    llm = LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=1024, threads=0,
-                             max_tokens=24, temperature=0.0, seed=7, share=share)
+    llm = smollm2(context_tokens=1024, threads=0, max_tokens=24, share=share)
     pieces = iter(llm.stream([{"role": "user", "content": "Count from one to twenty."}]))
     next(pieces)
     released = threading.Event()

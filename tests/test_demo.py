@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from edge_agent.audio.pcm import read_wav
 from edge_agent.bench.wer import normalize
+from tests.cli import edge_agent, write_config
 
 pytestmark = pytest.mark.models
 
 
 def _demo(tmp_path: Path, *args: str) -> tuple[dict, str]:  # type: ignore[type-arg]
     out = tmp_path / "session.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "demo", "--json", str(out), *args],
-        capture_output=True, text=True, timeout=240, check=False)
+    result = edge_agent("demo", "--json", out, *args, timeout=240)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     return json.loads(out.read_text()), result.stdout
@@ -64,15 +61,12 @@ def test_default_demo_records_heard_truth(tmp_path: Path) -> None:
         assert rate == 22050
         assert abs(len(pcm) / 2 * 1000 / rate - unit["played_ms"]) <= 1, unit["unit_id"]
     # --db: the call is in the memory database; `sessions show --json` gives the same record.
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(db.parent))}\n", encoding="utf-8")
-    shown = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-c", str(config), "sessions", "show",
-         record["session_id"], "--json"], capture_output=True, text=True, timeout=60, check=True)
+    config = write_config(tmp_path, data_dir=db.parent)
+    shown = edge_agent("sessions", "show", record["session_id"], "--json", config=config,
+                       timeout=60)
+    assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout) == record
-    listed = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-c", str(config), "sessions", "list"],
-        capture_output=True, text=True, timeout=60, check=True).stdout
+    listed = edge_agent("sessions", "list", config=config, timeout=60).stdout
     assert record["session_id"] in listed and "1 session(s)" in listed
     whole = max(w["end_ms"] for w in cut["words"])
     assert cut["played_ms"] < whole - 1000  # the cut file is well short of the whole reply

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import importlib.resources
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from edge_agent.bench.wer import normalize
+from tests.cli import edge_agent, write_config
 
 pytestmark = pytest.mark.models
 
@@ -21,13 +20,9 @@ NO_CANCELLER = '[audio]\necho_cancel = "off"\n'
 
 def _demo(tmp_path: Path, call: str, config: str = "", *options: str) -> dict[str, Any]:
     out = tmp_path / "session.json"
-    settings = tmp_path / "edge-agent.toml"
-    settings.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n{config}",
-                        encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "--config", str(settings), "demo", "--call", call,
-         "--json", str(out), *options], capture_output=True, text=True, timeout=240,
-        check=False)
+    settings = write_config(tmp_path, config)
+    done = edge_agent("demo", "--call", call, "--json", out, *options, config=settings,
+                      timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     record["stdout"] = done.stdout

@@ -38,6 +38,7 @@ from edge_agent.errors import EdgeAgentError
 from edge_agent.memory.schema import SCHEMA_VERSION
 from edge_agent.memory.store import MemoryStore
 from edge_agent.models.catalog import load_catalog
+from tests.cli import write_config
 
 REPO = Path(__file__).resolve().parent.parent
 AUDIO_LINES = ("portaudio", "audio devices", "audio output", "audio input")
@@ -86,16 +87,14 @@ def _lines(stdout: str) -> dict[str, str]:
 def _write_config(tmp_path: Path, models: bool = True) -> Path:
     """A config on a private data dir. models=False: every model is a missing path, so the
     model checks fail at once (the audio tests need no model loaded)."""
-    text = f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
+    text = ""
     if not models:
         gone = tmp_path / "no-such-model"
-        text += (f"[vad]\nmodel = {json.dumps(str(gone / 'vad.onnx'))}\n"
-                 f"[stt]\nengine = \"moonshine\"\nmoonshine_model = {json.dumps(str(gone / 'stt'))}\n"
-                 f"[tts]\nvoice = {json.dumps(str(gone / 'voice.onnx'))}\n"
-                 f"[llm]\nmodel = {json.dumps(str(gone / 'llm.gguf'))}\n")
-    path = tmp_path / "edge-agent.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+        text = (f"[vad]\nmodel = {json.dumps(str(gone / 'vad.onnx'))}\n"
+                f"[stt]\nengine = \"moonshine\"\nmoonshine_model = {json.dumps(str(gone / 'stt'))}\n"
+                f"[tts]\nvoice = {json.dumps(str(gone / 'voice.onnx'))}\n"
+                f"[llm]\nmodel = {json.dumps(str(gone / 'llm.gguf'))}\n")
+    return write_config(tmp_path, text)
 
 
 def _report(stdout: str, stderr: str, code: int) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -132,8 +131,8 @@ def test_the_other_engines_run_in_a_child_process(kind: str) -> None:
 
 @pytest.mark.models
 def test_a_passed_check_is_remembered_for_this_build_cpu_and_model(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_path: Callable[[str], Path]) -> None:
-    smollm2 = model_path("smollm2-135m")
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm2_path: Path) -> None:
+    smollm2 = smollm2_path
     config = Config(data_dir=str(tmp_path / "data"))
     engine_check.ensure_llm_runs(config, smollm2)
     cache = config.data_path / engine_check.CACHE_NAME
@@ -174,12 +173,12 @@ def test_the_doctor_reports_a_crashing_llm_as_its_fail_line(
 
 
 @pytest.mark.models
-def test_what_a_check_holds_for_is_the_same_in_every_process(model_path: Callable[[str], Path]) -> None:
+def test_what_a_check_holds_for_is_the_same_in_every_process(smollm2_path: Path) -> None:
     import os
     import subprocess
     import sys
 
-    smollm2 = model_path("smollm2-135m")
+    smollm2 = smollm2_path
     code = ("import sys; from pathlib import Path; from edge_agent.engines import engine_check; "
             "print(engine_check._check_key(Path(sys.argv[1])))")
     keys = {subprocess.run([sys.executable, "-c", code, str(smollm2)], capture_output=True,

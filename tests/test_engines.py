@@ -94,11 +94,8 @@ def test_vosk_rejects_a_directory_that_is_not_a_model(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def llama(model_path: Any) -> Any:
-    from edge_agent.engines.llm.llama import load_language_model
-
-    return load_language_model(model_path("smollm2-135m"), context_tokens=1024, threads=2,
-                               max_tokens=64, temperature=0.0, seed=1)
+def llama(smollm2: Any) -> Any:
+    return smollm2(context_tokens=1024, max_tokens=64, seed=1)
 
 
 async def test_llm_streams_and_cancels_mid_reply(llama: Any) -> None:

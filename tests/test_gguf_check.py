@@ -9,14 +9,13 @@ import json
 import shutil
 import struct
 import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from edge_agent.engines import gguf
 from edge_agent.errors import ModelFileError
+from tests.cli import edge_agent, write_config
 from tests.gguf_files import gguf_bytes, tiny_model, write_gguf
 
 GB = 1 << 30
@@ -128,8 +127,8 @@ def test_available_memory_is_measured_here() -> None:
 
 
 @pytest.mark.models
-def test_smollm2_passes_the_check(model_path: Callable[[str], Path]) -> None:
-    path = model_path("smollm2-135m")
+def test_smollm2_passes_the_check(smollm2_path: Path) -> None:
+    path = smollm2_path
     header = gguf.check_model_file(path, 2048)
     assert header.architecture == "llama" and header.data_end == path.stat().st_size
 
@@ -140,14 +139,10 @@ NO_REPLIES_CALL = '[[caller]]\nsay = "Hello there."\nat = 0.5\n'
 
 
 def _demo_with_llm(tmp_path: Path, model: Path) -> subprocess.CompletedProcess[str]:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
-                      f"[llm]\nmodel = {json.dumps(str(model))}\n", encoding="utf-8")
+    config = write_config(tmp_path, f"[llm]\nmodel = {json.dumps(str(model))}\n")
     call = tmp_path / "call.toml"
     call.write_text(NO_REPLIES_CALL, encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "edge_agent", "-c", str(config), "demo",
-                           "--call", str(call)], capture_output=True, text=True, timeout=300,
-                          check=False)
+    return edge_agent("demo", "--call", call, config=config, timeout=300)
 
 
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -166,8 +161,8 @@ def test_an_architecture_llama_cpp_does_not_know_is_one_line_exit_3(tmp_path: Pa
 
 
 @pytest.mark.models
-def test_a_truncated_smollm2_is_one_line_exit_3(tmp_path: Path, model_path: Callable[[str], Path]) -> None:
-    whole = model_path("smollm2-135m")
+def test_a_truncated_smollm2_is_one_line_exit_3(tmp_path: Path, smollm2_path: Path) -> None:
+    whole = smollm2_path
     cut = tmp_path / "smollm2.gguf"
     with open(whole, "rb") as source, open(cut, "wb") as out:
         shutil.copyfileobj(source, out)

@@ -120,7 +120,7 @@ def test_ledger_finalizes_each_unit_once_in_order() -> None:
 
 
 def test_inexact_words_are_counted_in_the_record() -> None:
-    from edge_agent.session import unit_words
+    from edge_agent.memory.record import unit_words
 
     ledger = UnitLedger()
     unit = ledger.open(1000)

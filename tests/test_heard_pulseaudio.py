@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from edge_agent.bench import pulse_rig
+from tests.cli import edge_agent, write_config
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 
@@ -33,12 +32,8 @@ def test_played_position_and_heard_words_match_the_recorded_output(tmp_path: Pat
         pytest.skip(f"PulseAudio not available: {exc}")
     seed = random.randrange(1_000_000)
     results = tmp_path / "bench.json"
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "--config", str(config), "bench", "heard",
-         "--runs", "6", "--seed", str(seed), "--json", str(results)],
-        capture_output=True, text=True, timeout=300, check=False)
+    done = edge_agent("bench", "heard", "--runs", "6", "--seed", str(seed), "--json", results,
+                      config=write_config(tmp_path), timeout=300)
     assert done.returncode == 0, f"seed {seed}\n{done.stdout}\n{done.stderr[-3000:]}"
     assert "position error" in done.stdout and "heard words exact" in done.stdout, done.stdout
 

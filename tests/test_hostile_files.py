@@ -12,7 +12,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.errors import OutputError
 from edge_agent.files import UnsafePathError
 from edge_agent.heard.ledger import Finalize
+from tests.cli import edge_agent, write_config
 from tests.inspect_sessions import SessionBuilder, store_record
 
 OUTPUT_ERROR = 7
@@ -66,14 +66,7 @@ def _check_left_alone(kind: str, path: Path, victim: Path) -> None:
 
 
 def _edge_agent(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_agent", *args], capture_output=True,
-                          text=True, timeout=TIMEOUT_S, check=False)
-
-
-def _config(tmp_path: Path) -> Path:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
-    return config
+    return edge_agent(*args, timeout=TIMEOUT_S)
 
 
 def _refused(result: subprocess.CompletedProcess[str], path: Path, what: str) -> None:
@@ -98,7 +91,7 @@ def _stored_session(tmp_path: Path) -> str:
 @pytest.mark.parametrize("kind", ["link", "stdout", "fifo"])
 def test_exports_and_pages_refuse_a_target_that_is_not_a_regular_file(
         tmp_path: Path, victim: Path, kind: str) -> None:
-    config = str(_config(tmp_path))
+    config = str(write_config(tmp_path))
     session = _stored_session(tmp_path)
     path, what = _targets(tmp_path, victim)[kind]
     for command in (["sessions", "export", session, "-o", str(path)],
@@ -127,7 +120,7 @@ def test_a_record_target_is_refused_before_anything_runs(
     args = [a.replace("{path}", str(path)) for a in command]
     if "{path}" not in command:
         args += ["--json", str(path)]
-    result = _edge_agent("-c", str(_config(tmp_path)), *args)
+    result = _edge_agent("-c", str(write_config(tmp_path)), *args)
     _refused(result, path, what)
     assert result.stdout == ""
     _check_left_alone(kind, path, victim)
@@ -186,10 +179,8 @@ def test_demo_audio_dir_with_a_link_inside_keeps_the_record_and_the_linked_file(
                     '[[caller]]\nsay = "How are you?"\nafter_agent_done = true\n',
                     encoding="utf-8")
     record = tmp_path / "session.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-c", str(_config(tmp_path)), "demo", "--call",
-         str(call), "--audio-dir", str(units), "--json", str(record)],
-        capture_output=True, text=True, timeout=300, check=False)
+    result = edge_agent("demo", "--call", call, "--audio-dir", units, "--json", record,
+                        config=write_config(tmp_path), timeout=300)
     assert result.returncode == OUTPUT_ERROR, result.stderr
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (

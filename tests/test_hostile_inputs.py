@@ -28,6 +28,7 @@ from edge_agent.console import describe
 from edge_agent.datadir import LOCK_NAME, data_dir_lock
 from edge_agent.errors import AlreadyRunningError
 from edge_agent.events import CallerSpoke, LoggedEvent
+from tests.cli import edge_agent
 
 CONFIG_ERROR = 2
 OUTPUT_ERROR = 7
@@ -300,17 +301,13 @@ def test_a_service_refuses_a_config_others_can_write(tmp_path: Path) -> None:
     config = tmp_path / "shared.toml"
     config.write_text(f'data_dir = "{tmp_path}"\n', encoding="utf-8")
     config.chmod(0o666)
-    env = {**os.environ, "INVOCATION_ID": "0123456789abcdef"}
-    result = subprocess.run([sys.executable, "-m", "edge_agent", "-c", str(config), "models",
-                             "list"], capture_output=True, text=True, env=env, timeout=60,
-                            check=False)
+    env = {"INVOCATION_ID": "0123456789abcdef"}
+    result = edge_agent("models", "list", config=config, env=env, timeout=60)
     assert result.returncode == CONFIG_ERROR, result.stderr
     assert "Traceback" not in result.stderr
     assert "writable by others (mode 0666)" in result.stderr and "chmod go-w" in result.stderr
     config.chmod(0o644)
-    result = subprocess.run([sys.executable, "-m", "edge_agent", "-c", str(config), "models",
-                             "list"], capture_output=True, text=True, env=env, timeout=60,
-                            check=False)
+    result = edge_agent("models", "list", config=config, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,10 @@ from edge_agent.config_file import load_config
 from edge_agent.demo.callfile import MAX_CALLER_LINES, MAX_SAY_CHARS, load_call
 from edge_agent.errors import ConfigError
 from edge_agent.inspect.layout import MAX_STRIPS, AxisTooLongError, strips
+from edge_agent.memory.record import SessionRecord
 from edge_agent.record_check import MAX_MS
 from edge_agent.replay.run import MAX_REPLAY_S, replay_timeline
-from edge_agent.session import SessionRecord
+from tests.cli import edge_agent, write_config
 from tests.inspect_sessions import SessionBuilder, store_record
 
 CONFIG_ERROR, OUTPUT_ERROR, STORE_ERROR = 2, 7, 8
@@ -43,15 +43,8 @@ def _record() -> SessionRecord:
     return built.record()
 
 
-def _config(tmp_path: Path) -> Path:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
-    return config
-
-
 def _edge_agent(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_agent", *args], capture_output=True,
-                          text=True, timeout=QUICK_S, check=False)
+    return edge_agent(*args, timeout=QUICK_S)
 
 
 def _one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
@@ -94,7 +87,7 @@ def test_every_number_of_a_record_file_is_range_checked(
         tmp_path: Path, edit: Any, field: str, reason: str) -> None:
     record = tmp_path / "session.json"
     record.write_text(json.dumps(_edited(edit)), encoding="utf-8")
-    line = _one_line(_edge_agent("-c", str(_config(tmp_path)), "inspect", "--json",
+    line = _one_line(_edge_agent("-c", str(write_config(tmp_path)), "inspect", "--json",
                                  str(record), "-o", str(tmp_path / "page.html")), CONFIG_ERROR)
     assert line.startswith(f"edge-agent: error: {record}: ") and field in line, line
     assert reason in line, line
@@ -108,7 +101,7 @@ def test_a_run_too_long_to_draw_is_refused_not_laid_out(tmp_path: Path) -> None:
     _event(record, "UserSpeechEnded").update(at=9e8)
     path = tmp_path / "session.json"
     path.write_text(json.dumps(record), encoding="utf-8")
-    line = _one_line(_edge_agent("-c", str(_config(tmp_path)), "inspect", "--json", str(path),
+    line = _one_line(_edge_agent("-c", str(write_config(tmp_path)), "inspect", "--json", str(path),
                                  "-o", str(tmp_path / "page.html")), CONFIG_ERROR)
     assert f"{path}: events: too long to draw on one page" in line
     assert f"more than the {MAX_STRIPS} strips" in line
@@ -125,7 +118,7 @@ def test_json_nested_or_sized_past_reason_is_one_line(
         tmp_path: Path, content: str, reason: str) -> None:
     path = tmp_path / "session.json"
     path.write_text(content, encoding="utf-8")
-    line = _one_line(_edge_agent("-c", str(_config(tmp_path)), "inspect", "--json", str(path)),
+    line = _one_line(_edge_agent("-c", str(write_config(tmp_path)), "inspect", "--json", str(path)),
                      CONFIG_ERROR)
     assert line.startswith(f"edge-agent: error: {path}: ") and reason in line, line
 
@@ -137,7 +130,7 @@ def test_json_nested_or_sized_past_reason_is_one_line(
 ], ids=["inspect", "demo-call", "config"])
 def test_inputs_that_never_end_are_refused_quickly(tmp_path: Path, args: tuple[str, ...],
                                                    what: str) -> None:
-    config = ("-c", str(_config(tmp_path))) if args[0] != "--config" else ()
+    config = ("-c", str(write_config(tmp_path))) if args[0] != "--config" else ()
     began = time.monotonic()
     line = _one_line(_edge_agent(*config, *args), CONFIG_ERROR)
     assert time.monotonic() - began < QUICK_S
@@ -153,7 +146,7 @@ def _damage(db: Path, sql: str, *values: object) -> None:
 
 
 def test_replay_of_an_event_that_lost_its_fields_names_it(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+    config = write_config(tmp_path)
     db = tmp_path / "data" / "edge-agent.db"
     record = _record()
     store_record(db, record)
@@ -175,7 +168,7 @@ def test_replay_of_an_event_that_lost_its_fields_names_it(tmp_path: Path) -> Non
 ], ids=["not-json", "not-object", "words", "engines"])
 def test_stored_json_that_is_not_json_is_a_store_error(tmp_path: Path, sql: str,
                                                       where: str) -> None:
-    config = _config(tmp_path)
+    config = write_config(tmp_path)
     db = tmp_path / "data" / "edge-agent.db"
     store_record(db, _record())
     _damage(db, sql)
@@ -187,7 +180,7 @@ def test_stored_json_that_is_not_json_is_a_store_error(tmp_path: Path, sql: str,
 
 
 def test_kept_audio_that_cannot_be_drawn_is_named(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+    config = write_config(tmp_path)
     db = tmp_path / "data" / "edge-agent.db"
     store_record(db, _record(), audio=True)
     _damage(db, "UPDATE audio SET sample_rate = 0 WHERE ref = 'c1'")
@@ -200,7 +193,7 @@ def test_kept_audio_that_cannot_be_drawn_is_named(tmp_path: Path) -> None:
 
 def test_a_replay_longer_than_its_limit_is_refused_before_any_model_loads(
         tmp_path: Path) -> None:
-    config = load_config(_config(tmp_path))
+    config = load_config(write_config(tmp_path))
     record = _record()
     assert replay_timeline(config, record).end < 10
     _event(record, "UserTurn").update(at=MAX_REPLAY_S + 100)
@@ -220,7 +213,7 @@ def _call_file(tmp_path: Path, lines: int, say: str = "Hello there.") -> Path:
 
 def test_a_call_file_holds_a_bounded_number_of_lines(tmp_path: Path) -> None:
     call = _call_file(tmp_path, 20_000)
-    line = _one_line(_edge_agent("-c", str(_config(tmp_path)), "demo", "--call", str(call)),
+    line = _one_line(_edge_agent("-c", str(write_config(tmp_path)), "demo", "--call", str(call)),
                      CONFIG_ERROR)
     assert f"{call}: caller: 20000 [[caller]] lines; a call file holds at most " \
            f"{MAX_CALLER_LINES}" in line, line
@@ -234,7 +227,7 @@ def test_a_caller_line_holds_a_bounded_number_of_characters(tmp_path: Path) -> N
     words = "word " * (MAX_SAY_CHARS // 5)
     assert len(load_call(_call_file(tmp_path, 1, words.strip())).lines[0].say) < MAX_SAY_CHARS
     call = _call_file(tmp_path, 2, words + "more")
-    line = _one_line(_edge_agent("-c", str(_config(tmp_path)), "demo", "--call", str(call)),
+    line = _one_line(_edge_agent("-c", str(write_config(tmp_path)), "demo", "--call", str(call)),
                      CONFIG_ERROR)
     assert f"{call}: caller[1].say: {MAX_SAY_CHARS + 4} characters; a caller line holds at " \
            f"most {MAX_SAY_CHARS}" in line, line
@@ -258,7 +251,7 @@ def test_bench_keeps_the_results_path_given_before_or_after_the_part(
 def test_bench_checks_the_path_given_before_the_part_before_running(tmp_path: Path) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("", encoding="utf-8")
-    line = _one_line(_edge_agent("-c", str(_config(tmp_path)), "bench", "--json",
+    line = _one_line(_edge_agent("-c", str(write_config(tmp_path)), "bench", "--json",
                                  str(blocked / "out.json"), "engines"), OUTPUT_ERROR)
     assert f"cannot write {blocked / 'out.json'}" in line
 
@@ -270,7 +263,7 @@ def test_bench_checks_the_path_given_before_the_part_before_running(tmp_path: Pa
 ])
 def test_bench_stt_engines_must_name_recognizers(tmp_path: Path, engines: str,
                                                  reason: str) -> None:
-    result = _edge_agent("-c", str(_config(tmp_path)), "bench", "stt", "--engines", engines)
+    result = _edge_agent("-c", str(write_config(tmp_path)), "bench", "stt", "--engines", engines)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert f"argument --engines: {reason}" in result.stderr.splitlines()[-1]
     args = _parser().parse_args(["bench", "stt", "--engines", "vosk, moonshine,vosk"])

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,7 +17,8 @@ import pytest
 
 from edge_agent.inspect.page import render_page, write_page
 from edge_agent.inspect.timeline import build_timeline
-from edge_agent.session import SessionRecord
+from edge_agent.memory.record import SessionRecord
+from tests.cli import edge_agent, write_config
 from tests.inspect_sessions import SessionBuilder, long_session
 
 pytestmark = pytest.mark.browser
@@ -137,18 +136,13 @@ def test_a_300_turn_session_opens_without_freezing(browser: Any, tmp_path: Path)
 
 @pytest.mark.models
 def test_a_real_demo_call_drawn_with_its_kept_audio(browser: Any, tmp_path: Path) -> None:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n\n"
-                      "[memory]\nkeep_audio = true\n", encoding="utf-8")
+    config = write_config(tmp_path, "\n[memory]\nkeep_audio = true\n")
     db, record_file = tmp_path / "data" / "edge-agent.db", tmp_path / "session.json"
-    agent = [sys.executable, "-m", "edge_agent", "--config", str(config)]
-    demo = subprocess.run([*agent, "demo", "--db", str(db), "--json", str(record_file)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    demo = edge_agent("demo", "--db", db, "--json", record_file, config=config, timeout=300)
     assert demo.returncode == 0, demo.stderr
     record = json.loads(record_file.read_text(encoding="utf-8"))
     page_file = tmp_path / "page.html"
-    inspect = subprocess.run([*agent, "inspect", record["session_id"], "-o", str(page_file)],
-                             capture_output=True, text=True, timeout=120, check=False)
+    inspect = edge_agent("inspect", record["session_id"], "-o", page_file, config=config)
     assert inspect.returncode == 0, inspect.stderr
     assert inspect.stdout.strip() == str(page_file)
 

@@ -14,7 +14,8 @@ import pytest
 from edge_agent.cli import main
 from edge_agent.inspect.page import render_page
 from edge_agent.inspect.timeline import build_timeline
-from edge_agent.session import SessionRecord
+from edge_agent.memory.record import SessionRecord
+from tests.cli import write_config
 from tests.inspect_sessions import SessionBuilder, store_record
 
 HOSTILE = '</script><script>window.pwned = 1</script><!-- <img src=x onerror="alert(1)"> & "'
@@ -86,12 +87,6 @@ def test_what_callers_and_models_said_cannot_become_markup() -> None:
     assert "</" not in parsed.scripts[0]
 
 
-def _config(tmp_path: Path) -> Path:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
-    return config
-
-
 def _stored(tmp_path: Path, record: SessionRecord, audio: bool) -> None:
     store_record(tmp_path / "data" / "edge-agent.db", record, audio)
 
@@ -103,7 +98,7 @@ def test_inspect_reads_the_memory_database(tmp_path: Path, audio: bool,
     record = _barge_in_record()
     _stored(tmp_path, record, audio)
     monkeypatch.chdir(tmp_path)
-    assert main(["-c", str(_config(tmp_path)), "inspect", record["session_id"][:6]]) == 0
+    assert main(["-c", str(write_config(tmp_path)), "inspect", record["session_id"][:6]]) == 0
     written = Path(capsys.readouterr().out.strip())
     assert written == Path(f"session-{record['session_id']}.html")
     assert stat.S_IMODE((tmp_path / written).stat().st_mode) == 0o600  # it holds transcripts
@@ -117,7 +112,7 @@ def test_inspect_draws_a_record_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     record = tmp_path / "session.json"
     record.write_text(json.dumps(_barge_in_record()), encoding="utf-8")
     out = tmp_path / "pages" / "call.html"
-    assert main(["-c", str(_config(tmp_path)), "inspect", "--json", str(record),
+    assert main(["-c", str(write_config(tmp_path)), "inspect", "--json", str(record),
                  "-o", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     assert "<title>edge-agent session 5e55101d0000</title>" in out.read_text(encoding="utf-8")
@@ -138,7 +133,7 @@ def test_a_bad_record_file_is_one_clear_line(tmp_path: Path, content: str, messa
                                              capsys: pytest.CaptureFixture[str]) -> None:
     record = tmp_path / "bad.json"
     record.write_text(content, encoding="utf-8")
-    assert main(["-c", str(_config(tmp_path)), "inspect", "--json", str(record)]) == 2
+    assert main(["-c", str(write_config(tmp_path)), "inspect", "--json", str(record)]) == 2
     error = capsys.readouterr().err
     assert error.startswith(f"edge-agent: error: {record}: ") and message in error
     assert error.count("\n") == 1 and "Traceback" not in error
@@ -146,7 +141,7 @@ def test_a_bad_record_file_is_one_clear_line(tmp_path: Path, content: str, messa
 
 def test_unknown_sessions_and_missing_inputs_are_errors(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = str(_config(tmp_path))
+    config = str(write_config(tmp_path))
     assert main(["-c", config, "inspect", "abc"]) == 2
     assert "no memory database here yet" in capsys.readouterr().err
     assert not (tmp_path / "data" / "edge-agent.db").exists()  # looking creates nothing

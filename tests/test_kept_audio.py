@@ -8,8 +8,8 @@ from pathlib import Path
 from edge_agent.config import Config
 from edge_agent.events import PlaybackStarted, UnitFinalized, UserSpeechEnded, UserSpeechStarted
 from edge_agent.memory.kept_audio import kept_audio
+from edge_agent.memory.record import session_record
 from edge_agent.memory.store import MemoryStore
-from edge_agent.session import session_record
 from tests.fakes import speech
 from tests.timeline import Harness, stop
 

@@ -35,11 +35,11 @@ Factory = Callable[..., LlamaLanguageModel]
 
 
 @pytest.fixture(scope="module")
-def fresh(model_path: Callable[[str], Path]) -> Factory:
+def fresh(smollm2: Callable[..., LlamaLanguageModel]) -> Factory:
     """A new LlamaLanguageModel on SmolLM2 (an empty cache, like a restarted agent)."""
     def make(context_tokens: int = 2048) -> LlamaLanguageModel:
-        return LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=context_tokens,
-                                  threads=2, max_tokens=40, temperature=0.0, seed=7)
+        model: LlamaLanguageModel = smollm2(context_tokens=context_tokens)
+        return model
 
     return make
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -192,9 +193,8 @@ BOOKING_REQUESTS = ["Book a table for 4 people at 7 PM", "Reserve a table for 6 
 
 
 @pytest.fixture(scope="module")
-def smollm(model_path) -> LlamaLanguageModel:  # type: ignore[no-untyped-def]
-    return LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=2048, threads=2,
-                              max_tokens=80, temperature=0.3, seed=7)
+def smollm(smollm2: Callable[..., LlamaLanguageModel]) -> LlamaLanguageModel:
+    return smollm2(max_tokens=80, temperature=0.3)
 
 
 def run(llm: LlamaLanguageModel, messages: list[ChatMessage], box: Toolbox

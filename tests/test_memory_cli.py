@@ -19,15 +19,10 @@ from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.memory.schema import SCHEMA_VERSION
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.writer import StoreWriter
+from tests.cli import write_config
 from tests.fakes import InlineOwner
 
 CUT = "Your table is at 8 PM. We also have a terrace with heaters"
-
-
-def _config(tmp_path: Path) -> Path:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
-    return config
 
 
 async def _recorded(tmp_path: Path) -> str:
@@ -49,7 +44,7 @@ async def _recorded(tmp_path: Path) -> str:
 async def test_sessions_list_show_export_delete(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     session_id = await _recorded(tmp_path)
-    config = str(_config(tmp_path))
+    config = str(write_config(tmp_path))
     assert main(["-c", config, "sessions", "list"]) == 0
     assert session_id in capsys.readouterr().out
 
@@ -87,10 +82,10 @@ async def test_sessions_list_show_export_delete(tmp_path: Path,
 
 def test_without_a_database_the_commands_say_so(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["-c", str(_config(tmp_path)), "sessions", "list"]) == 0
+    assert main(["-c", str(write_config(tmp_path)), "sessions", "list"]) == 0
     assert "no memory database yet" in capsys.readouterr().out
     for action in ("show", "export", "delete", "replay"):  # a named session is not there
-        assert main(["-c", str(_config(tmp_path)), "sessions", action, "4e4a2d"]) == 2
+        assert main(["-c", str(write_config(tmp_path)), "sessions", action, "4e4a2d"]) == 2
         assert "no memory database here yet, so no such session" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
 
@@ -107,7 +102,7 @@ def test_a_database_that_cannot_be_used_is_one_line_and_exit_8(
         with sqlite3.connect(db) as connection:
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 3}")
     before = db.read_bytes()
-    assert main(["-c", str(_config(tmp_path)), "sessions", "list"]) == 8
+    assert main(["-c", str(write_config(tmp_path)), "sessions", "list"]) == 8
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and error.startswith("edge-agent: error: memory database")
     assert db.read_bytes() == before

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.bench.durability import kill_trial
+from tests.cli import command, edge_agent, environment, write_config
 
 pytestmark = pytest.mark.models
 
@@ -24,8 +25,7 @@ finds it playing."""
 @pytest.mark.parametrize("kill_after_s", KILL_POINTS)
 def test_a_sigkill_loses_no_committed_turn_and_never_overstates_what_was_heard(
         tmp_path: Path, kill_after_s: float) -> None:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    config = write_config(tmp_path)
     trial = kill_trial(config, tmp_path / "data" / "edge-agent.db", None, kill_after_s, tmp_path)
     assert trial.integrity == "ok"
     assert trial.missing == [], trial
@@ -45,18 +45,14 @@ def test_a_sigkilled_run_leaves_a_readable_record_of_everything_committed(
     """The session record is the database, written as the call goes: after a SIGKILL,
     `sessions show ID --json` gives every turn committed. A turn is committed before the next
     model request, so every turn printed before the latest answer must be there."""
-    import os
     import signal
     import subprocess
-    import sys
 
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    config = write_config(tmp_path)
     db = tmp_path / "data" / "edge-agent.db"
-    base = [sys.executable, "-m", "edge_agent", "-c", str(config)]
-    agent = subprocess.Popen([*base, "demo", "--db", str(db)], stdout=subprocess.PIPE,
+    agent = subprocess.Popen(command("demo", "--db", db, config=config), stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True,
-                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                             env=environment({"PYTHONUNBUFFERED": "1"}))
     assert agent.stdout is not None
     printed: list[str] = []
     answers = 0
@@ -69,11 +65,10 @@ def test_a_sigkilled_run_leaves_a_readable_record_of_everything_committed(
     agent.send_signal(signal.SIGKILL)
     agent.wait()
     agent.stdout.close()
-    listing = subprocess.run([*base, "sessions", "list"], capture_output=True, text=True,
-                             timeout=60, check=True).stdout
+    listing = edge_agent("sessions", "list", config=config, timeout=60).stdout
     session_id = listing.splitlines()[1].split()[0]
-    shown = subprocess.run([*base, "sessions", "show", session_id, "--json"],
-                           capture_output=True, text=True, timeout=60, check=True).stdout
+    shown = edge_agent("sessions", "show", session_id, "--json", config=config,
+                       timeout=60).stdout
     record = json.loads(shown)
     texts = [turn.get("text", "") for turn in record["turns"]]
     assert len(printed) >= 4

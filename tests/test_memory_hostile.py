@@ -17,17 +17,11 @@ from edge_agent.errors import ConfigError, StoreError
 from edge_agent.events import Notice, UnitFinalized
 from edge_agent.memory.kept_audio import kept_audio
 from edge_agent.memory.store import MemoryStore
+from tests.cli import write_config
 from tests.fakes import speech
 from tests.timeline import Harness, stop
 
 NOW = "2026-01-01T10:00:00.000+00:00"
-
-
-def _config(tmp_path: Path, extra: str = "") -> str:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n{extra}",
-                      encoding="utf-8")
-    return str(config)
 
 
 def _database(tmp_path: Path, identity: str = "anonymous") -> Path:
@@ -67,7 +61,7 @@ def test_a_missing_table_is_a_clear_error(tmp_path: Path, capsys: pytest.Capture
                                           command: list[str]) -> None:
     db = _database(tmp_path)
     _tamper(db, "DROP TABLE turns")
-    err = _fails(capsys, ["-c", _config(tmp_path), *command], StoreError.exit_code)
+    err = _fails(capsys, ["-c", str(write_config(tmp_path)), *command], StoreError.exit_code)
     assert "its table(s) turns are missing" in err and "restore a backup" in err
 
 
@@ -84,7 +78,7 @@ def test_a_json_column_that_is_not_json_is_a_clear_error(
         command: list[str]) -> None:
     db = _database(tmp_path)
     _tamper(db, statement)
-    err = _fails(capsys, ["-c", _config(tmp_path), *command], StoreError.exit_code)
+    err = _fails(capsys, ["-c", str(write_config(tmp_path)), *command], StoreError.exit_code)
     assert row in err and "is not a JSON" in err
     assert "restore the database from a backup" in err
 
@@ -94,7 +88,7 @@ def test_kept_audio_with_an_impossible_sample_rate_is_a_clear_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], rate: object) -> None:
     db = _database(tmp_path)
     _tamper(db, f"UPDATE audio SET sample_rate = {rate}")
-    err = _fails(capsys, ["-c", _config(tmp_path), "inspect", "s1",
+    err = _fails(capsys, ["-c", str(write_config(tmp_path)), "inspect", "s1",
                           "-o", str(tmp_path / "page.html")], StoreError.exit_code)
     assert "kept audio row id 1: sample_rate is" in err and "DELETE FROM audio WHERE id = 1" in err
     assert not (tmp_path / "page.html").exists()
@@ -116,11 +110,11 @@ def test_kept_audio_of_half_a_sample_is_a_clear_error(tmp_path: Path) -> None:
 def test_sessions_list_escapes_every_stored_string(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     _database(tmp_path, identity="kiosk\x1b[2J\x1b]0;pwned\x07")
-    assert main(["-c", _config(tmp_path), "sessions", "list"]) == 0
+    assert main(["-c", str(write_config(tmp_path)), "sessions", "list"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "kiosk\\x1b[2J\\x1b]0;pwned\\x07" in out
-    assert main(["-c", _config(tmp_path), "sessions", "show", "s1"]) == 0
+    assert main(["-c", str(write_config(tmp_path)), "sessions", "show", "s1"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "identity kiosk\\x1b[2J" in out
 
@@ -129,7 +123,7 @@ def test_sessions_list_escapes_every_stored_string(tmp_path: Path,
 def test_sessions_delete_refuses_an_empty_id(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              given: str) -> None:
     db = _database(tmp_path)
-    err = _fails(capsys, ["-c", _config(tmp_path), "sessions", "delete", given],
+    err = _fails(capsys, ["-c", str(write_config(tmp_path)), "sessions", "delete", given],
                  ConfigError.exit_code)
     assert "is empty: give a session id" in err
     reader = MemoryStore.open_reader(db)
@@ -138,12 +132,12 @@ def test_sessions_delete_refuses_an_empty_id(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_retention_days_zero_is_refused_not_read_as_delete_everything(tmp_path: Path) -> None:
-    config = Path(_config(tmp_path, "[memory]\nretention_days = 0\n"))
+    config = write_config(tmp_path, "[memory]\nretention_days = 0\n")
     with pytest.raises(ConfigError, match="0 would delete the event logs of every closed "
                                           "session") as error:
         load_config(config)
     assert "memory.retention_days" in str(error.value) and "leave the key out" in str(error.value)
-    assert load_config(Path(_config(tmp_path, "[memory]\nretention_days = 0.5\n"))
+    assert load_config(write_config(tmp_path, "[memory]\nretention_days = 0.5\n")
                        ).memory.retention_days == 0.5
 
 

@@ -23,6 +23,7 @@ from edge_agent.errors import AlreadyRunningError, StoreError
 from edge_agent.memory.schema import SCHEMA_VERSION
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.writer_lock import WriterLock, current_holder, lock_path
+from tests.cli import command, edge_agent, environment, write_config
 
 NOW = "2026-01-01T10:00:00.000+00:00"
 HOLDER = textwrap.dedent("""
@@ -44,18 +45,9 @@ LOCKED_BY_SQLITE = textwrap.dedent("""
 """)
 
 
-def _config(tmp_path: Path, extra: str = "") -> Path:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n{extra}",
-                      encoding="utf-8")
-    return config
-
-
 def _edge_agent(config: Path, *args: str, timeout: float = 120
                 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_agent", "-c", str(config), *args],
-                          capture_output=True, text=True, timeout=timeout, check=False,
-                          stdin=subprocess.DEVNULL)
+    return edge_agent(*args, config=config, timeout=timeout)
 
 
 def _with_session(db: Path, session_id: str = "s1", identity: str = "anonymous") -> None:
@@ -102,13 +94,13 @@ def _finish(child: subprocess.Popen[str]) -> None:
 
 def test_every_writer_is_refused_while_another_process_writes_naming_it(
         tmp_path: Path, held: subprocess.Popen[str]) -> None:
-    config = _config(tmp_path)
+    config = write_config(tmp_path)
     db = tmp_path / "data" / "edge-agent.db"
     before = hashlib.sha256(db.read_bytes()).hexdigest()
-    for command in (["demo", "--db", str(db)], ["run"], ["sessions", "delete", "s1"],
-                    ["memory", "consolidate"], ["memory", "forget", "phone"]):
-        done = _edge_agent(config, *command)
-        assert done.returncode == AlreadyRunningError.exit_code, (command, done.stderr)
+    for argv in (["demo", "--db", str(db)], ["run"], ["sessions", "delete", "s1"],
+                 ["memory", "consolidate"], ["memory", "forget", "phone"]):
+        done = _edge_agent(config, *argv)
+        assert done.returncode == AlreadyRunningError.exit_code, (argv, done.stderr)
         assert f"is being written by another edge-agent (pid {held.pid}: " in done.stderr
         assert "-c" in done.stderr and "memory.store" in done.stderr  # its command line
         assert "Traceback" not in done.stderr
@@ -163,7 +155,7 @@ def test_sessions_delete_under_another_programs_transaction_says_what_to_do(
     _with_session(db)
     locker = _child(LOCKED_BY_SQLITE, str(db), ready="locked")
     try:
-        done = _edge_agent(_config(tmp_path), "sessions", "delete", "s1")
+        done = _edge_agent(write_config(tmp_path), "sessions", "delete", "s1")
     finally:
         _finish(locker)
     assert done.returncode == StoreError.exit_code, done.stderr
@@ -187,11 +179,11 @@ def test_a_database_symlink_is_refused_and_its_target_untouched(tmp_path: Path) 
     before = _fingerprint(target)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "edge-agent.db").symlink_to(target)
-    config = _config(tmp_path)
-    for command in (["sessions", "list"], ["sessions", "delete", "s1"],
-                    ["demo", "--db", str(tmp_path / "data" / "edge-agent.db")]):
-        done = _edge_agent(config, *command)
-        assert done.returncode == StoreError.exit_code, (command, done.stderr)
+    config = write_config(tmp_path)
+    for argv in (["sessions", "list"], ["sessions", "delete", "s1"],
+                 ["demo", "--db", str(tmp_path / "data" / "edge-agent.db")]):
+        done = _edge_agent(config, *argv)
+        assert done.returncode == StoreError.exit_code, (argv, done.stderr)
         assert "it is a symbolic link, not a database file" in done.stderr
     assert _fingerprint(target) == before  # mode 644 kept: never chmodded through the link
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("someone")) == [
@@ -204,7 +196,7 @@ def test_a_fifo_or_a_device_as_the_database_is_refused_and_left_alone(
     os.mkfifo(fifo, 0o666)
     fifo_mode = os.stat(fifo).st_mode
     devnull_mode = os.stat("/dev/null").st_mode
-    config = _config(tmp_path)
+    config = write_config(tmp_path)
     for path, kind in ((fifo, "a FIFO"), (Path("/dev/null"), "a character device")):
         done = _edge_agent(config, "demo", "--db", str(path))
         assert done.returncode == StoreError.exit_code, done.stderr
@@ -226,13 +218,13 @@ def test_a_newer_database_is_left_byte_for_byte_alone(tmp_path: Path) -> None:
     connection.close()
     db.chmod(0o644)
     before = _fingerprint(db)
-    config = _config(tmp_path)
-    for command in (["sessions", "list"], ["sessions", "delete", "x"],
-                    ["demo", "--db", str(db)], ["doctor", "--quick"]):
-        done = _edge_agent(config, *command)
-        assert done.returncode != 0, (command, done.stdout)
-        assert "newer edge-agent" in done.stdout + done.stderr, command
-        assert _fingerprint(db) == before, command
+    config = write_config(tmp_path)
+    for argv in (["sessions", "list"], ["sessions", "delete", "x"],
+                 ["demo", "--db", str(db)], ["doctor", "--quick"]):
+        done = _edge_agent(config, *argv)
+        assert done.returncode != 0, (argv, done.stdout)
+        assert "newer edge-agent" in done.stdout + done.stderr, argv
+        assert _fingerprint(db) == before, argv
     assert not any(db.with_name(db.name + end).exists() for end in ("-wal", "-shm", "-journal"))
 
 
@@ -283,12 +275,11 @@ def test_two_demos_on_one_database_never_interleave(tmp_path: Path) -> None:
     session. Now it is refused at once (before loading models), naming the first."""
     import time
 
-    config = _config(tmp_path)
+    config = write_config(tmp_path)
     db = tmp_path / "shared.db"
     first = subprocess.Popen(
-        [sys.executable, "-m", "edge_agent", "-c", str(config), "demo", "--db", str(db),
-         "--call", str(_call(tmp_path, "Alpha"))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        command("demo", "--db", db, "--call", _call(tmp_path, "Alpha"), config=config),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment())
     try:
         deadline = time.monotonic() + 60
         while not (current_holder(db) or "").startswith(f"pid {first.pid}: "):

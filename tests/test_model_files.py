@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from edge_agent.engines.moonshine import MODEL_FILES, MoonshineRecognizer
 from edge_agent.engines.tts import PiperSpeech, read_voice_config
 from edge_agent.engines.vad import SileroVad
 from edge_agent.errors import ModelFileError
+from tests.cli import edge_agent
 
 MODEL_ERROR = 3  # ModelFileError.exit_code
 
@@ -122,8 +121,7 @@ def test_a_voice_rate_of_zero_is_one_clear_error_from_the_cli(tmp_path: Path) ->
                       f'[vad]\nmodel = "{vad.as_posix()}"\n'
                       f'[stt]\nengine = "vosk"\nvosk_model = "{tmp_path.as_posix()}"\n'
                       f'[tts]\nvoice = "{voice.as_posix()}"\n', encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "edge_agent", "-c", str(config), "demo"],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = edge_agent("demo", config=config, timeout=120)
     assert result.returncode == MODEL_ERROR, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -167,8 +165,7 @@ def test_a_vad_that_is_not_silero_is_one_clear_error_from_the_cli(tmp_path: Path
     config.write_text(f'data_dir = "{(tmp_path / "data").as_posix()}"\n'
                       f'[vad]\nmodel = "{vad.as_posix()}"\n'
                       '[stt]\nengine = "pocketsphinx"\n', encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "edge_agent", "-c", str(config), "demo"],
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = edge_agent("demo", config=config, timeout=300)
     assert result.returncode == MODEL_ERROR, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]

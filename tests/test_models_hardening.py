@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from edge_agent.errors import ConfigError, ModelFetchError, ModelFileError
 from edge_agent.models import hashrecord
 from edge_agent.models.catalog import HASHES_FILE, load_catalog
 from edge_agent.models.fetch import fetch_model
+from tests.cli import edge_agent
 from tests.model_server import (
     FETCH_ERROR,
     Server,
@@ -322,13 +322,10 @@ def _write_wheel_manifest(setup: Setup) -> None:
 
 
 def _cli_with_path(setup: Setup, site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "edge_agent_config")}
-    env["no_proxy"] = env["NO_PROXY"] = "*"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-c", str(setup.config), "models", *args],
-        capture_output=True, text=True, env=env, timeout=60, check=False)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    return edge_agent("models", *args, config=setup.config, timeout=60,
+                      drop=("http_proxy", "https_proxy", "all_proxy"),
+                      env={"no_proxy": "*", "NO_PROXY": "*", "PYTHONPATH": path})
 
 
 def _row(listed: subprocess.CompletedProcess[str], name: str) -> list[str]:
@@ -411,10 +408,7 @@ def test_damaged_built_in_model_stops_the_cli_with_exit_3(tmp_path: Path) -> Non
     (model_dir / entry).write_bytes(b"GGUF" + bytes(5000))
     config = tmp_path / "edge-agent.toml"
     config.write_text(f'data_dir = "{data_dir.as_posix()}"\n[llm]\nmodel = "{name}"\n')
-    result = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-c", str(config), "bench", "memory",
-         "--json", str(tmp_path / "out.json")],
-        capture_output=True, text=True, timeout=120, check=False)
+    result = edge_agent("bench", "memory", "--json", tmp_path / "out.json", config=config)
     assert_clean_error(result, FILE_ERROR)
     assert f"edge-agent models fetch {name}" in result.stderr
     assert "sha256 differs" in result.stderr

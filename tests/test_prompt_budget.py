@@ -237,10 +237,10 @@ Factory = Callable[[int, int], LlamaLanguageModel]
 
 
 @pytest.fixture(scope="module")
-def smollm(model_path: Callable[[str], Path]) -> Factory:
+def smollm(smollm2: Callable[..., LlamaLanguageModel]) -> Factory:
     def make(context_tokens: int, max_tokens: int) -> LlamaLanguageModel:
-        return LlamaLanguageModel(model_path("smollm2-135m"), context_tokens=context_tokens,
-                                  threads=2, max_tokens=max_tokens, temperature=0.0, seed=7)
+        model: LlamaLanguageModel = smollm2(context_tokens=context_tokens, max_tokens=max_tokens)
+        return model
 
     return make
 
@@ -337,8 +337,8 @@ def test_a_context_with_no_room_is_refused_at_start_up(smollm: Factory) -> None:
 # --- the summarizer's own context ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def small_summarizer(model_path: Callable[[str], Path]) -> LlamaSummarizer:
-    return LlamaSummarizer(model_path("smollm2-135m"), context_tokens=256, threads=2,
+def small_summarizer(smollm2_path: Path) -> LlamaSummarizer:
+    return LlamaSummarizer(smollm2_path, context_tokens=256, threads=2,
                            max_chars=600, max_tokens=60)
 
 
@@ -370,7 +370,7 @@ def test_a_summary_comes_out_of_a_small_context(small_summarizer: LlamaSummarize
 
 
 @pytest.mark.models
-def test_a_summarizer_context_with_no_room_is_refused(model_path: Callable[[str], Path]
+def test_a_summarizer_context_with_no_room_is_refused(smollm2_path: Path
                                                       ) -> None:
     with pytest.raises(EngineError, match="cannot hold its"):
-        LlamaSummarizer(model_path("smollm2-135m"), context_tokens=96, max_tokens=60)
+        LlamaSummarizer(smollm2_path, context_tokens=96, max_tokens=60)

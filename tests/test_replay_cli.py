@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from edge_agent.events import EventLog
 from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.writer import StoreWriter
+from tests.cli import write_config
 from tests.fakes import InlineOwner
 
 
@@ -28,8 +28,7 @@ async def _session_without_events(tmp_path: Path) -> tuple[str, str]:
     memory.add_user("Hello?")
     await writer.flushed()
     store.close()
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n", encoding="utf-8")
+    config = write_config(tmp_path)
     assert memory.session_id is not None
     return str(config), memory.session_id
 

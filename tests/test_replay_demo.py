@@ -7,27 +7,23 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from edge_agent.replay import EXIT_DIFFERS
+from tests.cli import edge_agent, write_config
 
 pytestmark = pytest.mark.models
 
 
 def _config(tmp_path: Path, name: str, extra: str = "", keep_audio: bool = True) -> Path:
-    config = tmp_path / f"{name}.toml"
-    config.write_text(f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n\n"
-                      f"[memory]\nkeep_audio = {str(keep_audio).lower()}\n{extra}",
-                      encoding="utf-8")
-    return config
+    return write_config(tmp_path, f"\n[memory]\nkeep_audio = {str(keep_audio).lower()}\n{extra}",
+                        name=f"{name}.toml")
 
 
 def _edge_agent(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_agent", "--config", str(config), *args],
-                          capture_output=True, text=True, timeout=300, check=False)
+    return edge_agent(*args, config=config, timeout=300)
 
 
 def _demo(tmp_path: Path, config: Path, *args: str) -> str:

@@ -8,7 +8,6 @@ import contextlib
 import json
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from edge_agent.audio.pcm import read_wav
 from edge_agent.bench import pulse_rig as pulse
 from edge_agent.bench.heard import recorded_length
 from edge_agent.bench.wer import normalize
+from tests.cli import command, write_config
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 
@@ -33,10 +33,6 @@ RUN_SECONDS = 22.0
 
 
 
-def _edge_agent() -> list[str]:
-    return [sys.executable, "-m", "edge_agent"]
-
-
 def write_scripted_config(tmp_path: Path, replies: tuple[str, ...] = (REPLY,)) -> Path:
     """A config for `run` that loads no model before the devices open: scripted replies, no
     greeting. The echo canceller is as configured by default ("auto": on for a live device),
@@ -44,9 +40,8 @@ def write_scripted_config(tmp_path: Path, replies: tuple[str, ...] = (REPLY,)) -
     and leave the caller alone."""
     script = tmp_path / "replies.toml"
     script.write_text(f"replies = {json.dumps(list(replies))}\n", encoding="utf-8")
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(
-        f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
+    return write_config(
+        tmp_path,
         "[llm]\n"
         'engine = "scripted"\n'
         f"script = {json.dumps(str(script))}\n"
@@ -54,9 +49,7 @@ def write_scripted_config(tmp_path: Path, replies: tuple[str, ...] = (REPLY,)) -
         'greeting = ""\n'
         "[log]\n"
         "transcripts = true\n",
-        encoding="utf-8",
     )
-    return config
 
 
 def _caller_wav(path: Path, text: str = CALLER, pad_seconds: float = 1.0) -> Path:
@@ -161,7 +154,7 @@ def test_run_without_audio_device_fails_cleanly(tmp_path: Path) -> None:
     env.pop("EDGE_AGENT_CONFIG", None)
     started = time.monotonic()
     done = subprocess.run(
-        [*_edge_agent(), "--config", str(config), "run", "--duration", "5"],
+        command("run", "--duration", "5", config=config),
         env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
     elapsed = time.monotonic() - started
 
@@ -217,7 +210,7 @@ def _agent_running(pulse_audio: pulse.PulseServer, config: Path, tmp_path: Path,
     """`edge-agent run` for `seconds` at most with `args`, once its microphone is open;
     stopped at the end, and it must have exited 0 without a traceback."""
     agent = _Agent(subprocess.Popen(
-        [*_edge_agent(), "--config", str(config), "run", "--duration", str(seconds), *args],
+        command("run", "--duration", str(seconds), *args, config=config),
         env={**pulse_audio.env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, cwd=tmp_path))
     try:

@@ -151,13 +151,8 @@ def test_an_unusable_model_file_is_a_model_file_error(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def smollm_path(model_path: Callable[[str], Path]) -> Path:
-    return model_path("smollm2-135m")
-
-
-@pytest.fixture(scope="module")
-def summarizer(smollm_path: Path) -> LlamaSummarizer:
-    return LlamaSummarizer(smollm_path, context_tokens=1024, threads=2, max_chars=300)
+def summarizer(smollm2_path: Path) -> LlamaSummarizer:
+    return LlamaSummarizer(smollm2_path, context_tokens=1024, threads=2, max_chars=300)
 
 
 @pytest.mark.models
@@ -236,9 +231,8 @@ def test_preempted_at_the_next_token_mid_generation(summarizer: LlamaSummarizer,
 
 @pytest.mark.models
 def test_a_summary_leaves_the_reply_models_cache_untouched(summarizer: LlamaSummarizer,
-                                                           smollm_path: Path) -> None:
-    reply = LlamaLanguageModel(smollm_path, context_tokens=2048, threads=2, max_tokens=80,
-                               temperature=0.0, seed=7)
+                                                           smollm2: Callable[..., Any]) -> None:
+    reply = smollm2(max_tokens=80)
     reply.prewarm([{"role": "system", "content": "You are the voice of Luigi's restaurant."}])
     held = reply._llama.n_tokens
     tokens = reply._llama.input_ids[:held].copy()
@@ -259,12 +253,11 @@ def kv_bytes(model: LlamaLanguageModel) -> bytes:
 
 @pytest.mark.models
 def test_a_summary_in_the_reply_context_puts_the_conversation_back(
-        smollm_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        smollm2: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The default: the summarizer runs in the reply model's own context (the model in memory
     once). Whether it finishes or is cut short, the conversation's cache is back byte for byte,
     and the next reply is the one it would have been without the summary in between."""
-    reply = LlamaLanguageModel(smollm_path, context_tokens=2048, threads=2, max_tokens=40,
-                               temperature=0.0, seed=7)
+    reply = smollm2(max_tokens=40)
     shared = LlamaSummarizer(shared=reply.llama, threads=1, max_chars=300)
     messages: list[Any] = [
         {"role": "system", "content": "You are the voice of Luigi's restaurant."},
@@ -292,6 +285,5 @@ def test_a_summary_in_the_reply_context_puts_the_conversation_back(
     assert reply.llama.n_tokens == held and kv_bytes(reply) == cache
 
     after = "".join(p for p in reply.stream(messages) if isinstance(p, str))
-    fresh = LlamaLanguageModel(smollm_path, context_tokens=2048, threads=2, max_tokens=40,
-                               temperature=0.0, seed=7)
+    fresh = smollm2(max_tokens=40)
     assert after == "".join(p for p in fresh.stream(messages) if isinstance(p, str))

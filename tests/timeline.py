@@ -25,11 +25,11 @@ from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.events import Event, EventLog, Notice
 from edge_agent.memory.conversation_memory import ConversationMemory, utc_now
 from edge_agent.memory.kept_audio import AudioKeeper
+from edge_agent.memory.record import SessionRecord, session_record
 from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.summarizer import Summarizer
 from edge_agent.memory.writer import StoreWriter
 from edge_agent.owner import Owner
-from edge_agent.session import SessionRecord, session_record
 from tests.fakes import (
     FakeLanguageModel,
     FakeRecognizer,

@@ -25,13 +25,13 @@ from edge_agent.config import Config
 from edge_agent.config_file import load_config
 from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.jsonfile import check_writable, write_json
+from edge_agent.memory.record import SessionRecord
 from edge_agent.service.journal import (
     StderrLines,
     journal_line,
     native_lines_logged,
     to_journal,
 )
-from edge_agent.session import SessionRecord
 
 
 def _parser() -> argparse.ArgumentParser:

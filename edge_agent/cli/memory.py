@@ -23,10 +23,10 @@ from edge_agent.jsonfile import json_text, write_json
 from edge_agent.memory.consolidate import consolidate
 from edge_agent.memory.context import KEY_NAMES
 from edge_agent.memory.database_file import database_error, exists_as_file
+from edge_agent.memory.record import named_session, require_database, session_record
 from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
 from edge_agent.replay import EXIT_DIFFERS
-from edge_agent.session import named_session, require_database, session_record
 
 
 def add_parsers(commands: Any) -> None:

@@ -4,7 +4,7 @@ The engines are native code (llama.cpp; onnxruntime under Silero, Moonshine and 
 compiled for instructions this CPU does not execute dies by a signal on first use, and takes
 the agent with it: under systemd, a restart loop with nothing in the journal but "code=dumped".
 `check_engine` loads the configured engine in a child (`python -m
-edge_agent.engines.check_child KIND`, the config pickled on its stdin), runs it once (the LLM
+edge_agent.engine_child KIND`, the config pickled on its stdin), runs it once (the LLM
 generates 16 tokens on one thread, the voice says a word, the recognizer hears half a second,
 the VAD scores frames), and reports how long each took, or the signal and the stage it died in, with the fix.
 
@@ -86,7 +86,7 @@ def check_engine(config: Config, kind: str, timeout_s: float = CHECK_TIMEOUT_S) 
     if not sys.executable:
         raise EngineError("cannot check the engines: no Python interpreter to run them in "
                           "(an embedded Python)")
-    argv = [sys.executable, "-m", "edge_agent.engines.check_child", kind]
+    argv = [sys.executable, "-m", "edge_agent.engine_child", kind]
     try:
         outcome = run_child(argv, timeout_s, stdin=pickle.dumps(config), env=python_child_env())
     except OSError as exc:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from edge_agent.inspect.model import Pause, PlacedWord, UnitView
-from edge_agent.session import UnitRecord
+from edge_agent.memory.record import UnitRecord
 
 
 @dataclass(frozen=True)

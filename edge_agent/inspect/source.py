@@ -17,9 +17,9 @@ from edge_agent.errors import ConfigError
 from edge_agent.files import RECORD_FILE_LIMIT
 from edge_agent.memory.database_file import database_error
 from edge_agent.memory.kept_audio import AudioClip, kept_audio
+from edge_agent.memory.record import SessionRecord, named_session, require_database, session_record
 from edge_agent.memory.store import MemoryStore
 from edge_agent.record_check import DATABASE_HINT, checked, checked_clips
-from edge_agent.session import SessionRecord, named_session, require_database, session_record
 from edge_agent.tomlfile import read_text
 
 

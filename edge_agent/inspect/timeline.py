@@ -31,7 +31,7 @@ from edge_agent.inspect.model import (
 )
 from edge_agent.inspect.placement import Playback, place_unit
 from edge_agent.memory.kept_audio import AudioClip
-from edge_agent.session import SessionRecord, UnitRecord
+from edge_agent.memory.record import SessionRecord, UnitRecord
 
 Event = dict[str, Any]
 

@@ -30,6 +30,7 @@ from edge_agent.memory.consolidate import consolidate, expires_at
 from edge_agent.memory.context import Fact, MemoryContext, Preload, WindowSettings, heard_lines
 from edge_agent.memory.facts import FactCandidate, confirmed_facts, extract_facts
 from edge_agent.memory.history import History, Turn
+from edge_agent.memory.record import unit_words
 from edge_agent.memory.schema import (
     EventRow,
     FactRow,
@@ -47,7 +48,6 @@ from edge_agent.memory.summarizer import (
     SummaryPreempted,
 )
 from edge_agent.memory.writer import StoreWriter
-from edge_agent.session import unit_words
 
 RunOnModel = Callable[..., Awaitable[Any]]
 """Runs a blocking call on the language model's owner thread."""

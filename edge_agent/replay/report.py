@@ -17,6 +17,7 @@ from edge_agent.config import Config
 from edge_agent.errors import ConfigError
 from edge_agent.jsonfile import write_json
 from edge_agent.memory.kept_audio import kept_audio
+from edge_agent.memory.record import session_record
 from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
 from edge_agent.record_check import DATABASE_HINT, checked, checked_clips
@@ -24,7 +25,6 @@ from edge_agent.replay import EXIT_DIFFERS
 from edge_agent.replay.decisions import Decision, Row, differences
 from edge_agent.replay.placement import PLAYBACK_STARTED, LineRecord, ReplayLine, line_record
 from edge_agent.replay.run import Printer, ReplayResult, replay_session
-from edge_agent.session import session_record
 
 MARKS = {"same": "=", "changed": "!", "recorded only": "-", "replay only": "+"}
 _SPEECH = ("UserSpeechStarted", "CallerSpoke", "PlaybackStarted")

@@ -1,8 +1,8 @@
-"""The child process of `engine_check`: load one engine as the agent loads it, run it once, and
-say each stage on stdout as one JSON line (`python -m edge_agent.engines.check_child KIND`, the
-config pickled on stdin). It builds the engine through the composition root (`edge_agent.app`),
-which it imports only here, in the child: the parent side (`engine_check`) is imported by the
-composition root itself."""
+"""The child process of `engines.engine_check`: load one engine as the agent loads it, run it
+once, and say each stage on stdout as one JSON line (`python -m edge_agent.engine_child KIND`,
+the config pickled on stdin). It builds the engine through the composition root
+(`edge_agent.app`), beside which it lives: the parent side, in `engines/`, is imported by the
+composition root and never imports it back."""
 
 from __future__ import annotations
 

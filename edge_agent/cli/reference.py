@@ -1,0 +1,200 @@
+"""README's reference sections, written from the code so that they cannot drift from it: every
+command and its arguments (from the parser), the exit codes (from the errors' classes), the
+config keys (from the config dataclasses, with their defaults) and the benchmark JSON (from its
+schema).
+
+`python -m edge_agent.cli.reference README.md` rewrites the blocks between
+`<!-- BEGIN GENERATED: NAME -->` and `<!-- END GENERATED: NAME -->`; `--check` only says
+whether they are current (the test suite runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from edge_agent import errors
+from edge_agent.config import Config
+from edge_agent.replay import EXIT_DIFFERS
+
+
+def commands() -> str:
+    """Every command and subcommand: what it does and each argument it takes, read from the
+    parser itself (not its `--help` text, whose layout changes with the Python version)."""
+    from edge_agent.cli.main import _parser
+
+    blocks = []
+    for path, parser, what in _parsers(_parser(), ["edge-agent"], ""):
+        lines = [f"#### `{' '.join(path)}`", ""]
+        summary = " ".join((parser.description or what or "").split())
+        if summary:
+            lines += [summary, ""]
+        lines += [f"- {_argument(action)}" for action in parser._actions
+                  if not isinstance(action, argparse._HelpAction)
+                  and action.help != argparse.SUPPRESS]
+        blocks.append("\n".join(lines).rstrip())
+    return "\n\n".join(blocks)
+
+
+def _parsers(parser: argparse.ArgumentParser, path: list[str], what: str
+             ) -> Iterator[tuple[list[str], argparse.ArgumentParser, str]]:
+    yield path, parser, what
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, [*path, name], helps.get(name, ""))
+
+
+def _argument(action: argparse.Action) -> str:
+    """One argument: how it is written and what it does (defaults filled in)."""
+    if isinstance(action, argparse._SubParsersAction):
+        names = " | ".join(action.choices)
+        return f"`{{{names}}}`: a subcommand, below"
+    if action.option_strings:
+        takes = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
+        written = ", ".join(f"`{option}{takes}`" for option in action.option_strings)
+    else:
+        written = f"`{action.metavar or action.dest.upper()}`"
+        if action.nargs == "?":
+            written += " (optional)"
+    text = " ".join(str(action.help or "").split())
+    if "%(" in text:
+        text = text % {"default": action.default, "prog": "edge-agent"}
+    if action.choices and not isinstance(action, argparse._SubParsersAction):
+        text = f"one of {', '.join(map(str, action.choices))}: {text}" if text else \
+            f"one of {', '.join(map(str, action.choices))}"
+    return f"{written}: {text}" if text else written
+
+
+def exit_codes() -> str:
+    """A table of exit statuses: one row per status, the error classes that end with it."""
+    by_code: dict[int, list[str]] = {}
+    for _, cls in inspect.getmembers(errors, inspect.isclass):
+        if issubclass(cls, errors.EdgeAgentError) and cls is not errors.EdgeAgentError:
+            doc = " ".join((cls.__doc__ or "").split())
+            by_code.setdefault(cls.exit_code, []).append(f"{doc} (`{cls.__name__}`)")
+    rows = ["| status | meaning |", "|---|---|", "| 0 | done |",
+            "| 1 | an unexpected error (a bug: report it with the message) |"]
+    rows += [f"| {code} | {'<br>'.join(sorted(found))} |" for code, found in sorted(by_code.items())]
+    rows += [f"| {EXIT_DIFFERS} | `sessions replay`: the replay decided otherwise than the "
+             "recording |",
+             "| 130 | interrupted (Ctrl-C) |"]
+    return "\n".join(rows)
+
+
+def config_keys() -> str:
+    """Every config key with its built-in default, table by table (what each means is in the
+    commented template, config/edge-agent.toml)."""
+    defaults = Config()
+    rows = ["| key | default |", "|---|---|"]
+    for name, value in _fields(defaults, ""):
+        rows.append(f"| `{name}` | `{_toml(value)}` |")
+    return "\n".join(rows)
+
+
+def _fields(obj: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    for field in dataclasses.fields(obj):
+        value = getattr(obj, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            yield from _fields(value, f"{prefix}{field.name}.")
+        else:
+            yield f"{prefix}{field.name}", value
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return json.dumps(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if value is None:
+        return "(none)"
+    return json.dumps(str(value))
+
+
+def bench_document() -> str:
+    """What a `bench --json` document holds, from its JSON schema: the top level and each
+    object it refers to, field by field with its type (required fields in bold)."""
+    schema = json.loads((Path(__file__).parents[1] / "bench" / "bench.schema.json")
+                        .read_text(encoding="utf-8"))
+    lines = [" ".join(str(schema.get("description", "")).split()), ""]
+    for title, spec in [("document", schema), *schema.get("$defs", {}).items()]:
+        if "properties" not in spec:
+            continue
+        required = set(spec.get("required", ()))
+        fields = "; ".join(
+            f"{f'**`{name}`**' if name in required else f'`{name}`'} {_json_type(field)}"
+            for name, field in spec["properties"].items())
+        lines.append(f"- `{title}`: {fields}")
+    return "\n".join(lines)
+
+
+def _json_type(spec: dict[str, Any]) -> str:
+    if "const" in spec:
+        return json.dumps(spec["const"])
+    if "enum" in spec:
+        return " or ".join(json.dumps(value) for value in spec["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in spec:
+            return " or ".join(_json_type(option) for option in spec[key])
+    if "$ref" in spec:
+        return f"`{str(spec['$ref']).rsplit('/', 1)[-1]}`"
+    kind = spec.get("type", "any")
+    if kind == "array":
+        return f"array of {_json_type(spec.get('items', {}))}"
+    if isinstance(kind, list):
+        return " or ".join(map(str, kind))
+    return str(kind)
+
+
+SECTIONS: dict[str, Callable[[], str]] = {
+    "commands": commands, "exit-codes": exit_codes, "config-keys": config_keys,
+    "bench-document": bench_document,
+}
+"""The generated blocks, by the name their markers carry."""
+
+_BLOCK = re.compile(r"(<!-- BEGIN GENERATED: ([a-z-]+) -->\n)(.*?)(<!-- END GENERATED: \2 -->)",
+                    re.S)
+
+
+def render(text: str) -> str:
+    """`text` with every generated block written anew."""
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if name not in SECTIONS:
+            raise KeyError(f"no generated section {name!r} (known: {', '.join(SECTIONS)})")
+        return f"{match.group(1)}{SECTIONS[name]()}\n{match.group(4)}"
+
+    return _BLOCK.sub(fill, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m edge_agent.cli.reference",
+                                     description="Write README's generated reference blocks.")
+    parser.add_argument("readme", type=Path)
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 if a block is not current")
+    args = parser.parse_args(argv)
+    text = args.readme.read_text(encoding="utf-8")
+    current = render(text)
+    if args.check:
+        if current != text:
+            print(f"{args.readme}: generated blocks are out of date: run "
+                  f"python -m edge_agent.cli.reference {args.readme}", file=sys.stderr)
+            return 1
+        return 0
+    args.readme.write_text(current, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
