@@ -8,20 +8,37 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from edge_agent.clock import Clock
 from edge_agent.engines.base import ToolCall
 from edge_agent.heard.ledger import Finalize
+from edge_agent.shapes import NUMBER, TEXT, Bound, decode, require
+
+MAX_CLOCK_S = 1e9
+"""A moment on a run's clock (`at`, `audio_time`), in seconds either side of its start: 31
+years of uptime. (Read back from a record, every number is range-checked: far past any real
+session, and still finite.)"""
+MAX_MS = 3_600_000
+"""A length inside one unit or one speech (`silence_ms`, word times): an hour."""
+MAX_WHOLE = 10**9
+"""A turn, hop or session number."""
+
+ClockSeconds = Annotated[float, Bound(-MAX_CLOCK_S, MAX_CLOCK_S, "seconds on the run's clock")]
+Milliseconds = Annotated[int, Bound(0, MAX_MS, "milliseconds, an hour at most")]
+Seconds = Annotated[float, Bound(0, MAX_MS / 1000, "seconds, an hour at most")]
+Count = Annotated[int, Bound(0, MAX_WHOLE)]
+Probability = Annotated[float, Bound(0, 1, "a probability")]
 
 
 @dataclass(frozen=True)
 class UserSpeechStarted:
     """The VAD heard the user start speaking."""
 
-    audio_time: float
+    audio_time: ClockSeconds
     """Seconds of microphone audio since the session started, at the speech onset."""
 
 
@@ -29,12 +46,12 @@ class UserSpeechStarted:
 class UserSpeechEnded:
     """The user's turn ended: the silence after their speech was long enough."""
 
-    audio_time: float
+    audio_time: ClockSeconds
     """Seconds of microphone audio when the end-of-turn silence completed."""
-    silence_ms: int = 0
+    silence_ms: Milliseconds = 0
     """The silence that ended it (the speech itself ended this much earlier); it depends on
     the words and the sound (see `conversation.endpoint`)."""
-    sounded_finished: float | None = None
+    sounded_finished: Probability | None = None
     """The end-of-turn model's probability that the turn sounded finished, as the loop had it
     when the turn ended (None: no model, or its verdict was not back)."""
 
@@ -45,7 +62,7 @@ class UserTurn:
 
     text: str
     """The transcript; several commits within one turn are joined."""
-    words: tuple[tuple[str, float | None, float | None], ...]
+    words: tuple[tuple[str, Seconds | None, Seconds | None], ...]
     """(word, start, end) in seconds of the utterance's audio, as the recognizer timed them
     (None where the recognizer does not time words)."""
 
@@ -54,7 +71,7 @@ class UserTurn:
 class TurnDropped:
     """A user speech segment ended with nothing recognized; it is not answered."""
 
-    audio_time: float
+    audio_time: ClockSeconds
     """Seconds of microphone audio at the end of the segment."""
 
 
@@ -88,9 +105,9 @@ class UnitFinalized:
 class LlmRequest:
     """Messages sent to the language model, exactly."""
 
-    turn: int
+    turn: Count
     """Which user turn this answers (1 = the first)."""
-    hop: int
+    hop: Count
     """1 for the reply's first request; one more after each round of tool calls."""
     messages: tuple[dict[str, Any], ...]
     """The chat messages, in order."""
@@ -100,7 +117,7 @@ class LlmRequest:
 class ToolUsed:
     """A tool ran for the model; the call and its result are in history from now on."""
 
-    turn: int
+    turn: Count
     """Which user turn's reply called it."""
     call: ToolCall
     """The call as the model made it."""
@@ -114,7 +131,7 @@ class CallerSpoke:
 
     text: str
     """The line as written in the call file."""
-    speech_offset: float = 0.0
+    speech_offset: Seconds = 0.0
     """Seconds from the start of the line's audio to its first loud sample (speech onset)."""
 
 
@@ -141,7 +158,7 @@ class Backchannel:
 
     text: str
     """What the recognizer heard."""
-    speech_ms: int
+    speech_ms: Milliseconds
     """How long the user spoke."""
 
 
@@ -159,7 +176,7 @@ class EchoIgnored:
 class SessionStarted:
     """A conversation session opened; its history starts empty."""
 
-    session: int
+    session: Count
     """1 for the first session of this run."""
     how: str
     """"start-up", "speech" or "wake"."""
@@ -169,7 +186,7 @@ class SessionStarted:
 class SessionEnded:
     """A session ended after the configured idle time."""
 
-    session: int
+    session: Count
     """The session that ended."""
 
 
@@ -181,7 +198,7 @@ class TurnStage:
     model), "first_token" (its first output), "first_piece" (the first spoken piece is
     synthesized), "first_audio" (its first sample reached the device)."""
 
-    turn: int
+    turn: Count
     """The user turn being answered (1 = the first)."""
     stage: str
     """Which step."""
@@ -195,7 +212,7 @@ class SpeculationCancelled:
     """Work started for a turn before its end was certain was thrown away: nothing of it was
     played, recorded as said or kept in history."""
 
-    turn: int
+    turn: Count
     """The turn it was for."""
     reason: str
     """"speech resumed", "words changed" (the final transcript differs), "history changed",
@@ -208,7 +225,7 @@ class ReplyFailed:
     """An engine failed while the agent answered; the loop goes on. What had played of the
     reply is recorded as heard, the rest is dropped, and the fallback line is said instead."""
 
-    turn: int
+    turn: Count
     """The user turn being answered (0: the greeting)."""
     stage: str
     """What failed: "llm", "tts" or "tool" ("reply": the reply's own work, no engine)."""
@@ -236,18 +253,45 @@ Event = (
 )
 
 
+def event_json(event: Event) -> dict[str, Any]:
+    """`event` as records hold it: its type's name under "type", then its fields."""
+    return {"type": type(event).__name__, **dataclasses.asdict(event)}
+
+
+EVENT_TYPES: Mapping[str, type[Event]] = {kind.__name__: kind for kind in typing.get_args(Event)}
+"""Every event type by the name records give it (`"type"`)."""
+CLOCK = NUMBER.bounded(typing.get_args(ClockSeconds)[1])
+"""A moment on a run's clock, as `at` holds it."""
+
+
 @dataclass(frozen=True)
 class LoggedEvent:
     """An event as it entered the log."""
 
     at: float
-    """Clock time, seconds since the session started."""
+    """Clock time, seconds since the run of the agent started."""
     event: Event
     """The event."""
+    run_id: str = ""
+    """Which run of the agent logged it, in a record that spans restarts ("" as it is
+    published: the run is the one publishing it)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"at": round(self.at, 4), "type": type(self.event).__name__,
-                **dataclasses.asdict(self.event)}
+        run = {"run_id": self.run_id} if self.run_id else {}
+        return {"at": round(self.at, 4), **event_json(self.event), **run}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LoggedEvent | None:
+        """The event `to_json` wrote (a record's, a database row's), every field checked
+        against its dataclass (`shapes.decode`); None for a type this version does not know
+        (a newer edge-agent's: kept in the record, unread). A field that does not fit is a
+        `shapes.ShapeError` naming it."""
+        at = require(data.get("at"), "at", CLOCK)
+        kind = EVENT_TYPES.get(require(data.get("type"), "type", TEXT))
+        run_id = require(data.get("run_id", ""), "run_id", TEXT)
+        if kind is None:
+            return None
+        return cls(float(at), decode(kind, data), run_id)
 
 
 class EventLog:

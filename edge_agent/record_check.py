@@ -11,92 +11,30 @@ does (`inspect.layout.MAX_STRIPS`, `replay.run.MAX_REPLAY_S`).
 
 from __future__ import annotations
 
-import itertools
-import json
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from edge_agent.errors import ConfigError
+from edge_agent.events import MAX_CLOCK_S, MAX_MS, MAX_WHOLE, LoggedEvent
 from edge_agent.memory.kept_audio import AudioClip
 from edge_agent.memory.record import SessionRecord
 from edge_agent.printable import shown
+from edge_agent.shapes import LIST, NUMBER, OBJECT, TEXT, WHOLE, Bound, Kind, ShapeError, require
 
-MAX_CLOCK_S = 1e9
-"""A moment on a run's clock (`at`, `audio_time`), in seconds either side of its start: 31
-years of uptime."""
-MAX_MS = 3_600_000
-"""A length inside one unit or one speech (`played_ms`, word times, `silence_ms`): an hour."""
-MAX_WHOLE = 10**9
-"""A turn, hop or session number."""
+CLOCK = NUMBER.bounded(Bound(-MAX_CLOCK_S, MAX_CLOCK_S, "seconds on the run's clock"))
+MS = NUMBER.bounded(Bound(0, MAX_MS, "milliseconds, an hour at most"))
+COUNT = WHOLE.bounded(Bound(0, MAX_WHOLE))
 
 FILE_HINT = "not a session record as `demo --json` or `sessions show --json` writes it"
 DATABASE_HINT = ("the database's record of the session is damaged: `sessions show --json` "
                  "shows it as stored")
 
 
-@dataclass(frozen=True)
-class Kind:
-    """What a field must hold: `name` says it in a message, `fits` is its type, `low`..`high`
-    its range for a number (in `unit`)."""
-
-    name: str
-    fits: Callable[[Any], bool]
-    low: float | None = None
-    high: float | None = None
-    unit: str = ""
-
-
-def _is_number(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return _is_whole(value)  # any int, however long (its range is checked next)
-
-
-def _is_whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-CLOCK = Kind("a number", _is_number, -MAX_CLOCK_S, MAX_CLOCK_S, "seconds on the run's clock")
-MS = Kind("a number", _is_number, 0, MAX_MS, "milliseconds, an hour at most")
-SECONDS = Kind("a number", _is_number, 0, MAX_MS / 1000, "seconds, an hour at most")
-WHOLE = Kind("a whole number", _is_whole, 0, MAX_WHOLE)
-TEXT = Kind("text", lambda v: isinstance(v, str))
-TEXT_OR_NONE = Kind("text or null", lambda v: v is None or isinstance(v, str))
-FLAG = Kind("true or false", lambda v: isinstance(v, bool))
-OBJECT = Kind("an object", lambda v: isinstance(v, dict))
-LIST = Kind("a list", lambda v: isinstance(v, list))
-
-EVENT_FIELDS: dict[str, dict[str, Kind]] = {
-    "UserSpeechStarted": {"audio_time": CLOCK},
-    "UserSpeechEnded": {"audio_time": CLOCK, "silence_ms": MS},
-    "UserTurn": {"text": TEXT},
-    "CallerSpoke": {"text": TEXT, "speech_offset": SECONDS},
-    "PlaybackStarted": {"unit_id": TEXT},
-    "PlaybackPaused": {"unit_id": TEXT_OR_NONE},
-    "PlaybackResumed": {"unit_id": TEXT_OR_NONE},
-    "BargeIn": {"unit_id": TEXT_OR_NONE, "words": TEXT},
-    "UnitFinalized": {"finalize": OBJECT},
-    "ToolUsed": {"turn": WHOLE, "call": OBJECT, "result": TEXT},
-    "Backchannel": {"text": TEXT, "speech_ms": MS},
-    "EchoIgnored": {"text": TEXT, "playing": TEXT},
-    "SessionStarted": {"session": WHOLE, "how": TEXT},
-    "SessionEnded": {"session": WHOLE},
-    "TurnStage": {"turn": WHOLE, "stage": TEXT, "speculative": FLAG},
-    "SpeculationCancelled": {"turn": WHOLE, "reason": TEXT},
-    "ReplyFailed": {"turn": WHOLE, "stage": TEXT, "error": TEXT, "recovery": TEXT},
-    "Notice": {"text": TEXT},
-}
-"""The fields `inspect` and `replay` read, per event type (other types and fields are kept,
-unread)."""
-
-_NESTED = {("UnitFinalized", "finalize"): {"unit_id": TEXT, "generated": TEXT, "heard": TEXT},
-           ("ToolUsed", "call"): {"name": TEXT, "arguments": TEXT}}
 _UNIT_FIELDS = {"unit_id": TEXT, "generated": TEXT, "heard": TEXT, "played_ms": MS,
                 "words": LIST}
 _WORD_FIELDS = {"text": TEXT, "start_ms": MS, "end_ms": MS}
-_REQUEST_FIELDS = {"turn": WHOLE, "hop": WHOLE}
+_REQUEST_FIELDS = {"turn": COUNT, "hop": COUNT}
 
 
 @dataclass(frozen=True)
@@ -144,60 +82,25 @@ def checked_clips(clips: Sequence[AudioClip], source: str) -> list[AudioClip]:
 
 
 def _event(event: object, name: str, where: _Where) -> None:
-    _fields(event, name, {"type": TEXT}, where)
-    item = cast(dict[str, Any], event)
-    kind = item["type"]
-    wanted = EVENT_FIELDS.get(kind, {})
-    _fields(item, name, {"at": CLOCK, **wanted}, where, f" (a {shown(kind, 40)} event)")
-    for key in wanted:
-        if (kind, key) in _NESTED:
-            _fields(item[key], f"{name}.{key}", _NESTED[kind, key], where, f" (a {kind} event)")
+    """An event of the record, checked against its dataclass (`LoggedEvent.from_json`)."""
+    item = _fields(event, name, {"type": TEXT}, where)
+    what = f" (a {shown(item['type'], 40)} event)"
+    try:
+        LoggedEvent.from_json(item)
+    except ShapeError as error:
+        raise ConfigError(where.source, f"{name}.{error.path}",
+                          f"{error.reason}{what}: {where.hint}") from None
 
 
-def _fields(value: object, name: str, fields: dict[str, Kind], where: _Where,
-            what: str = "") -> None:
-    item = _require(value, name, OBJECT, where)
+def _fields(value: object, name: str, fields: dict[str, Kind], where: _Where) -> dict[str, Any]:
+    item: dict[str, Any] = _require(value, name, OBJECT, where)
     for key, kind in fields.items():
-        _require(item.get(key), f"{name}.{key}" if name else key, kind, where, what)
+        _require(item.get(key), f"{name}.{key}" if name else key, kind, where)
+    return item
 
 
-def _require(value: Any, name: str, kind: Kind, where: _Where, what: str = "") -> Any:
-    if not kind.fits(value):
-        raise ConfigError(where.source, name, f"must be {kind.name}, got {_seen(value)}{what}: "
-                          f"{where.hint}")
-    out_of_range = (kind.low is not None and value < kind.low) or (
-        kind.high is not None and value > kind.high)
-    if out_of_range:
-        unit = f" ({kind.unit})" if kind.unit else ""
-        raise ConfigError(where.source, name, f"must be from {_bound(kind.low)} to "
-                          f"{_bound(kind.high)}{unit}, got {_preview(value)}{what}: "
-                          f"{where.hint}")
-    return value
-
-
-def _bound(value: float | None) -> str:
-    return f"{value:.0f}" if value is not None and float(value).is_integer() else f"{value}"
-
-
-def _seen(value: Any) -> str:
-    return "nothing" if value is None else f"{type(value).__name__} {_preview(value)}"
-
-
-def _preview(value: Any, depth: int = 2) -> str:
-    """`value` as JSON, cut short: never the whole of a list that may be the whole record."""
-    if isinstance(value, str):
-        return json.dumps(value[:60])
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
-        return f"a {len(str(abs(value)))}-digit number"  # (str() is capped at 4300 digits)
-    if isinstance(value, list):
-        if depth == 0:
-            return "[...]"
-        shown = [_preview(item, depth - 1) for item in value[:3]]
-        return f"[{', '.join(shown)}{', ...' if len(value) > 3 else ''}]"
-    if isinstance(value, dict):
-        if depth == 0:
-            return "{...}"
-        shown = [f"{json.dumps(str(key)[:20])}: {_preview(item, depth - 1)}"
-                 for key, item in itertools.islice(value.items(), 3)]
-        return f"{{{', '.join(shown)}{', ...' if len(value) > 3 else ''}}}"
-    return json.dumps(value)
+def _require(value: Any, name: str, kind: Kind, where: _Where) -> Any:
+    try:
+        return require(value, name, kind)
+    except ShapeError as error:
+        raise ConfigError(where.source, name, f"{error.reason}: {where.hint}") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -20,7 +20,19 @@ from edge_agent.engines.base import (
     Transcript,
 )
 from edge_agent.engines.cpu_share import CpuShare
+from edge_agent.events import (
+    BargeIn,
+    CallerSpoke,
+    EchoIgnored,
+    LlmRequest,
+    LoggedEvent,
+    PlaybackPaused,
+    PlaybackStarted,
+    SessionStarted,
+    UserTurn,
+)
 from edge_agent.heard.timings import WordTiming, tokenize
+from edge_agent.memory.record import SessionRecord
 from edge_agent.memory.summarizer import Summary, SummaryPreempted
 from edge_agent.owner import InlineOwner as InlineOwner  # re-exported: tests take it from here
 
@@ -245,32 +257,31 @@ class FakeRoomCalls:
         self.self_barge_ins = self_barge_ins
         self.calls: list[tuple[Config, CallScript]] = []
 
-    def __call__(self, config: Config, call: CallScript) -> dict[str, Any]:
+    def __call__(self, config: Config, call: CallScript) -> SessionRecord:
         self.calls.append((config, call))
-        events: list[dict[str, Any]] = [{"type": "SessionStarted", "at": 0.0}]
-        units: list[dict[str, Any]] = []
+        logged: list[LoggedEvent] = [LoggedEvent(0.0, SessionStarted(1, "start-up"))]
+        units: list[Any] = []
         cut_left = 0 if any(line.barge_in_after for line in call.lines) else self.self_barge_ins
         for number, line in enumerate(call.lines):
             onset = 10.0 * number + 0.55
-            events.append({"type": "CallerSpoke", "at": onset - 0.05, "text": line.say,
-                           "speech_offset": 0.05})
+            logged.append(LoggedEvent(onset - 0.05, CallerSpoke(line.say, 0.05)))
             if line.say in self.missed:
-                events.append({"type": "EchoIgnored", "at": onset + 1.0, "text": line.say,
-                               "playing": ""})
+                logged.append(LoggedEvent(onset + 1.0, EchoIgnored(line.say, "")))
                 continue
             if line.barge_in_after is not None:
                 paused = onset + self.stop_ms / 1000
-                events += [{"type": "PlaybackPaused", "at": paused, "unit_id": "u"},
-                           {"type": "BargeIn", "at": paused + 0.1, "unit_id": "u"}]
-            events += [{"type": "UserTurn", "at": onset + 2.0,
-                        "text": self.heard.get(line.say, line.say)},
-                       {"type": "LlmRequest", "at": onset + 2.1, "messages": []},
-                       {"type": "PlaybackStarted", "at": onset + 2.5, "unit_id": "u"}]
+                logged += [LoggedEvent(paused, PlaybackPaused("u")),
+                           LoggedEvent(paused + 0.1, BargeIn("u"))]
+            logged += [LoggedEvent(onset + 2.0, UserTurn(self.heard.get(line.say, line.say), ())),
+                       LoggedEvent(onset + 2.1, LlmRequest(number + 1, 1, ())),
+                       LoggedEvent(onset + 2.5, PlaybackStarted("u"))]
             reply = str(call.replies[number]) if call.replies else ""
             if cut_left:
                 cut_left -= 1
-                events.append({"type": "BargeIn", "at": onset + 4.0, "unit_id": "u"})
+                logged.append(LoggedEvent(onset + 4.0, BargeIn("u")))
                 units.append({"generated": reply, "heard": reply[:5]})
             else:
                 units.append({"generated": reply, "heard": reply})
-        return {"events": events, "units": units, "engines": {"echo_cancel": "webrtc-aec3"}}
+        events = [entry.to_json() for entry in logged]
+        return cast(SessionRecord, {"events": events, "units": units,
+                                    "engines": {"echo_cancel": "webrtc-aec3"}})

@@ -77,7 +77,7 @@ class SessionBuilder:
                             "inexact_words": 0, "words": words}
         self.event(end + 0.001, "UnitFinalized", finalize={
             "unit_id": unit_id, "generated": text, "heard": heard, "sample_rate": 22050,
-            "played_samples": played_ms * 22, "inexact_words": 0})
+            "played_samples": played_ms * 22, "inexact_words": 0, "words": []})
         self.units.append(unit)
         self.turns.append({"role": "assistant", "text": heard, "generated": text,
                            "unit_id": unit_id, "interrupted": heard != text, "session": 1})

@@ -17,6 +17,18 @@ from edge_agent.bench.latency import (
 )
 from edge_agent.bench.latency_figures import ScriptedLine, analyze, from_events
 from edge_agent.bench.recording import audible_spans
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    CallerSpoke,
+    LoggedEvent,
+    PlaybackStarted,
+    TurnStage,
+    UnitFinalized,
+    UserSpeechEnded,
+    UserTurn,
+)
+from edge_agent.heard.ledger import Finalize
 
 RATE = 16000
 
@@ -53,20 +65,19 @@ def test_gaps_stops_and_event_figures() -> None:
     _tone(caller, 10.0, 10.8)    # an interruption: the agent stops 180 ms after its onset
     agent[int(10.18 * RATE):int(13.0 * RATE)] = 0
     events = [
-        {"type": "CallerSpoke", "at": 1.0, "text": "What time do you open?", "speech_offset": 0},
-        {"type": "UserSpeechEnded", "at": 2.4, "silence_ms": 300},
-        {"type": "UserTurn", "at": 2.41, "text": "What time do you open?"},
-        {"type": "TurnStage", "at": 2.35, "turn": 1, "stage": "transcript", "speculative": True},
-        {"type": "TurnStage", "at": 2.5, "turn": 1, "stage": "first_audio",
-         "speculative": False},
-        {"type": "CallerSpoke", "at": 3.0, "text": "yeah", "speech_offset": 0},
-        {"type": "Backchannel", "at": 3.6, "text": "Yeah.", "speech_ms": 400},
-        {"type": "CallerSpoke", "at": 7.0, "text": "Can I bring my dog?", "speech_offset": 0},
-        {"type": "UserSpeechEnded", "at": 8.45, "silence_ms": 400},
-        {"type": "UserTurn", "at": 8.46, "text": "Can I bring my dock?"},
-        {"type": "CallerSpoke", "at": 10.0, "text": "Wait, what?", "speech_offset": 0.0},
-        {"type": "BargeIn", "at": 10.35, "unit_id": "u2", "words": "Wait,"},
-        {"type": "UserTurn", "at": 11.3, "text": "Wait, what?"},
+        LoggedEvent(1.0, CallerSpoke("What time do you open?", 0)),
+        LoggedEvent(2.4, UserSpeechEnded(2.4, 300)),
+        LoggedEvent(2.41, UserTurn("What time do you open?", ())),
+        LoggedEvent(2.35, TurnStage(1, "transcript", True)),
+        LoggedEvent(2.5, TurnStage(1, "first_audio", False)),
+        LoggedEvent(3.0, CallerSpoke("yeah", 0)),
+        LoggedEvent(3.6, Backchannel("Yeah.", 400)),
+        LoggedEvent(7.0, CallerSpoke("Can I bring my dog?", 0)),
+        LoggedEvent(8.45, UserSpeechEnded(8.45, 400)),
+        LoggedEvent(8.46, UserTurn("Can I bring my dock?", ())),
+        LoggedEvent(10.0, CallerSpoke("Wait, what?", 0.0)),
+        LoggedEvent(10.35, BargeIn("u2", "Wait,")),
+        LoggedEvent(11.3, UserTurn("Wait, what?", ())),
     ]
     result = analyze(caller, agent, script, events)
     assert result["answer_gap_ms"]["values"] == pytest.approx([550.0, 600.0], abs=0.2)
@@ -105,14 +116,14 @@ def test_a_question_taken_as_two_turns_counts_as_cut_off() -> None:
               ScriptedLine("question", "Six people,")]
     events = [
         _spoke(1.0, "I'd like a table for | four people."),
-        {"type": "UserSpeechEnded", "at": 2.3, "silence_ms": 300},
-        {"type": "UserTurn", "at": 2.31, "text": "I'd like a table for it."},
-        {"type": "UserSpeechEnded", "at": 3.9, "silence_ms": 300},
-        {"type": "UserTurn", "at": 3.91, "text": "Four people."},
+        LoggedEvent(2.3, UserSpeechEnded(2.3, 300)),
+        LoggedEvent(2.31, UserTurn("I'd like a table for it.", ())),
+        LoggedEvent(3.9, UserSpeechEnded(3.9, 300)),
+        LoggedEvent(3.91, UserTurn("Four people.", ())),
         _spoke(5.0, "yeah"),
         _spoke(8.0, "Six people,"),
-        {"type": "UserSpeechEnded", "at": 9.0, "silence_ms": 160},
-        {"type": "UserTurn", "at": 9.01, "text": "Six people."},
+        LoggedEvent(9.0, UserSpeechEnded(9.0, 160)),
+        LoggedEvent(9.01, UserTurn("Six people.", ())),
     ]
     assert from_events(script, events)["questions_cut_off"] == 1
 
@@ -140,8 +151,13 @@ def test_a_pause_inside_a_line_is_that_long_from_sound_to_sound() -> None:
     assert np.frombuffer(with_pauses("Six people,", said), dtype=np.int16).size == RATE
 
 
-def _spoke(at: float, text: str) -> dict[str, object]:
-    return {"type": "CallerSpoke", "at": at, "text": text, "speech_offset": 0.0}
+def _spoke(at: float, text: str) -> LoggedEvent:
+    return LoggedEvent(at, CallerSpoke(text))
+
+
+def _finalize(unit_id: str) -> Finalize:
+    """A unit that played whole (its text does not matter to the figures)."""
+    return Finalize(unit_id, "", "", 0, 22050, (), 0)
 
 
 def test_more_caller_events_than_lines_are_reported_not_a_crash() -> None:
@@ -151,13 +167,13 @@ def test_more_caller_events_than_lines_are_reported_not_a_crash() -> None:
               ScriptedLine("interruption", "Wait, what about Sunday?")]
     events = [
         _spoke(1.0, "Can I bring my dog?"),
-        {"type": "UserSpeechEnded", "at": 2.4, "silence_ms": 300},
-        {"type": "UserTurn", "at": 2.41, "text": "Can I bring my dog?"},
+        LoggedEvent(2.4, UserSpeechEnded(2.4, 300)),
+        LoggedEvent(2.41, UserTurn("Can I bring my dog?", ())),
         _spoke(4.0, "Wait, what about Sunday?"),
-        {"type": "BargeIn", "at": 4.3, "unit_id": "u1", "words": "Wait,"},
-        {"type": "UserTurn", "at": 5.0, "text": "Wait, what about Sunday?"},
+        LoggedEvent(4.3, BargeIn("u1", "Wait,")),
+        LoggedEvent(5.0, UserTurn("Wait, what about Sunday?", ())),
         _spoke(7.0, "Wait, what about Sunday?"),  # the same line again: no line left for it
-        {"type": "BargeIn", "at": 7.5, "unit_id": "u2", "words": "Wait,"},
+        LoggedEvent(7.5, BargeIn("u2", "Wait,")),
         _spoke(9.0, "Something nobody scripted"),
     ]
     result = from_events(script, events)
@@ -178,7 +194,7 @@ def test_a_line_never_said_is_counted_and_the_next_one_still_matched() -> None:
     events = [_spoke(1.0, "What time do you open?"),
               _spoke(6.0, "Can I bring my dog?"),  # "mm-hmm" was never said
               _spoke(9.0, "yeah"),
-              {"type": "BargeIn", "at": 9.4, "unit_id": "u2", "words": "yeah"}]
+              LoggedEvent(9.4, BargeIn("u2", "yeah"))]
     result = from_events(script, events)
     assert result["lines_unsaid"] == 1
     assert result["unmatched_caller_events"] == []
@@ -194,14 +210,14 @@ def test_an_interruption_after_the_reply_ended_is_not_a_missed_one() -> None:
               ScriptedLine("interruption", "Wait, what about Sunday?")]
     events = [
         _spoke(1.0, "Can I bring my dog?"),
-        {"type": "PlaybackStarted", "at": 2.5, "unit_id": "u1"},
-        {"type": "UnitFinalized", "at": 3.5, "finalize": {"unit_id": "u1"}},
+        LoggedEvent(2.5, PlaybackStarted("u1")),
+        LoggedEvent(3.5, UnitFinalized(_finalize("u1"))),
         _spoke(4.0, "Hold on, is it open on Monday?"),  # u1 had ended
-        {"type": "PlaybackStarted", "at": 6.0, "unit_id": "u2"},
+        LoggedEvent(6.0, PlaybackStarted("u2")),
         _spoke(7.0, "Do you take credit cards?"),
-        {"type": "PlaybackStarted", "at": 8.5, "unit_id": "u3"},
+        LoggedEvent(8.5, PlaybackStarted("u3")),
         _spoke(9.0, "Wait, what about Sunday?"),  # u3 plays on: missed
-        {"type": "UnitFinalized", "at": 11.0, "finalize": {"unit_id": "u3"}},
+        LoggedEvent(11.0, UnitFinalized(_finalize("u3"))),
     ]
     result = from_events(script, events)
     assert result["interruptions"] == {"count": 2, "missed": 1, "said_in_silence": 1}

@@ -26,6 +26,15 @@ from edge_agent.bench.summary import rooms_rows
 from edge_agent.bench.workbench import Plan, Workbench
 from edge_agent.cli import main
 from edge_agent.config import Config
+from edge_agent.events import (
+    BargeIn,
+    CallerSpoke,
+    LoggedEvent,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStarted,
+    UserTurn,
+)
 from tests.cli import edge_agent, write_config
 from tests.fakes import FakeRoomCalls, FakeSpeech
 
@@ -132,16 +141,16 @@ def test_a_broken_rooms_result_is_refused(breakage: str) -> None:
 def test_a_pause_that_resumed_is_not_the_stop_and_the_turns_until_the_next_line_count() -> None:
     call = interruption_call(LISTENING_SCENARIOS[0].room, ["Hello?"],
                              ["Hold on.", "Stop."], [2.0, 2.0], "A long reply.", "Okay.")
-    events: list[dict[str, Any]] = [
-        {"type": "CallerSpoke", "at": 0.5, "text": "Hello?", "speech_offset": 0.1},
-        {"type": "UserTurn", "at": 2.0, "text": "Hello?"},
-        {"type": "CallerSpoke", "at": 5.0, "text": "Hold on.", "speech_offset": 0.1},
-        {"type": "PlaybackPaused", "at": 5.2}, {"type": "PlaybackResumed", "at": 5.5},
-        {"type": "PlaybackPaused", "at": 5.7}, {"type": "BargeIn", "at": 5.9},
-        {"type": "UserTurn", "at": 7.0, "text": "Hold"},
-        {"type": "UserTurn", "at": 7.5, "text": "on."},
-        {"type": "CallerSpoke", "at": 12.0, "text": "Stop.", "speech_offset": 0.0},
-        {"type": "PlaybackPaused", "at": 12.2}, {"type": "PlaybackResumed", "at": 12.6},
+    events = [
+        LoggedEvent(0.5, CallerSpoke("Hello?", 0.1)),
+        LoggedEvent(2.0, UserTurn("Hello?", ())),
+        LoggedEvent(5.0, CallerSpoke("Hold on.", 0.1)),
+        LoggedEvent(5.2, PlaybackPaused("u1")), LoggedEvent(5.5, PlaybackResumed("u1")),
+        LoggedEvent(5.7, PlaybackPaused("u1")), LoggedEvent(5.9, BargeIn("u1")),
+        LoggedEvent(7.0, UserTurn("Hold", ())),
+        LoggedEvent(7.5, UserTurn("on.", ())),
+        LoggedEvent(12.0, CallerSpoke("Stop.", 0.0)),
+        LoggedEvent(12.2, PlaybackPaused("u2")), LoggedEvent(12.6, PlaybackResumed("u2")),
     ]
     first, hold, stop = line_outcomes(call, events)
     assert (first.kind, first.taken, first.errors) == ("question", False, 0)
@@ -152,11 +161,11 @@ def test_a_pause_that_resumed_is_not_the_stop_and_the_turns_until_the_next_line_
 def test_playback_paused_on_echo_before_the_caller_spoke_is_a_stop_at_once() -> None:
     call = interruption_call(LISTENING_SCENARIOS[0].room, ["Hello?"], ["Hold on."], [2.0],
                              "A long reply.", "Okay.")
-    events: list[dict[str, Any]] = [
-        {"type": "CallerSpoke", "at": 0.5, "text": "Hello?"},
-        {"type": "PlaybackStarted", "at": 3.0}, {"type": "PlaybackPaused", "at": 3.6},
-        {"type": "CallerSpoke", "at": 5.0, "text": "Hold on.", "speech_offset": 0.1},
-        {"type": "BargeIn", "at": 9.0}, {"type": "UserTurn", "at": 9.5, "text": "Hold on."},
+    events = [
+        LoggedEvent(0.5, CallerSpoke("Hello?")),
+        LoggedEvent(3.0, PlaybackStarted("u1")), LoggedEvent(3.6, PlaybackPaused("u1")),
+        LoggedEvent(5.0, CallerSpoke("Hold on.", 0.1)),
+        LoggedEvent(9.0, BargeIn("u1")), LoggedEvent(9.5, UserTurn("Hold on.", ())),
     ]
     _, hold = line_outcomes(call, events)
     assert (hold.taken, hold.already_paused, hold.stop_ms) == (True, True, 0.0)

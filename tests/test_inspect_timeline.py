@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from edge_agent.events import Backchannel
 from edge_agent.inspect.envelope import BUCKET_S, envelope
 from edge_agent.inspect.layout import strips
 from edge_agent.inspect.model import Pause, UnitView
@@ -94,7 +95,8 @@ def test_decisions_turn_numbers_and_latency_stages() -> None:
         ("answered", 1), ("backchannel", None), ("echo", None), ("dropped", None),
         ("not answered", None), ("answered", 2)]
     assert [c.text for c in run.caller][1:3] == ["okay", "open at nine"]
-    assert run.caller[1].why["type"] == "Backchannel" and run.caller[1].why["speech_ms"] == 400
+    why = run.caller[1].why
+    assert isinstance(why, Backchannel) and why.speech_ms == 400
     first = run.caller[0]
     # The onset is the microphone's, moved onto the events' clock; the end is the real one.
     assert first.start == pytest.approx(2.0) and first.end == pytest.approx(3.2)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from edge_agent.events import PlaybackStarted
 from edge_agent.memory.store import MemoryStore
 
 COMMIT_GRACE_S = 0.1
@@ -130,7 +131,8 @@ def _check(trial: KillTrial, db: Path, restart_stdout: str, kill_at: float) -> N
         trial.missing = [text for text in trial.printed
                          if not any(text.strip() in turn for turn in heard)]
         started_at = {json.loads(row["data"]).get("unit_id"): row["at"]
-                      for row in store.events(sessions) if row["type"] == "PlaybackStarted"}
+                      for row in store.events(sessions)
+                      if row["type"] == PlaybackStarted.__name__}
         units = {row["unit_id"]: row for row in store.units(sessions)}
         for unit_id in re.findall(r"note: (u\d+): recovered after a crash", restart_stdout):
             row = units[unit_id]

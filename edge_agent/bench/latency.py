@@ -39,6 +39,7 @@ from edge_agent.demo.voices import Voice, speak
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.errors import EngineError
 from edge_agent.events import EventLog
+from edge_agent.memory.record import record_events
 
 QUESTIONS = (
     "What time do you open tomorrow?",
@@ -195,7 +196,7 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
             pulse_rig.stop(recorder)
         both = np.frombuffer(recording.read_bytes(), dtype=np.int16)
     both = both[: len(both) // 2 * 2].reshape(-1, 2)
-    return {**analyze(both[:, 0], both[:, 1], script, record["events"]),
+    return {**analyze(both[:, 0], both[:, 1], script, record_events(record)),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "caller_voice": caller.name if caller is not None else "the agent's voice",
             "engines": record["engines"], "events": record["events"]}

@@ -32,6 +32,17 @@ import numpy as np
 from edge_agent.bench.recording import audible_spans
 from edge_agent.bench.stats import summarize
 from edge_agent.bench.wer import word_error_rate
+from edge_agent.events import (
+    BargeIn,
+    CallerSpoke,
+    LoggedEvent,
+    PlaybackStarted,
+    SpeculationCancelled,
+    TurnStage,
+    UnitFinalized,
+    UserSpeechEnded,
+    UserTurn,
+)
 
 
 class ScriptedLine(NamedTuple):
@@ -48,7 +59,7 @@ STAGES = ("transcript", "request", "first_token", "first_piece", "first_audio")
 
 
 def analyze(caller: np.ndarray, agent: np.ndarray, script: Sequence[ScriptedLine],
-            events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+            events: Sequence[LoggedEvent]) -> dict[str, Any]:
     """The figures from the recording (caller and agent channels) and the event log."""
     said = audible_spans(caller, bridge_ms=600)
     played = audible_spans(agent, bridge_ms=250)
@@ -89,7 +100,7 @@ def _next_line(script: Sequence[ScriptedLine], current: int | None, last: int, t
     return next((i for i in range(last + 1, len(script)) if script[i].say == text), None)
 
 
-def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
+def from_events(script: Sequence[ScriptedLine], events: Sequence[LoggedEvent]
                 ) -> dict[str, Any]:
     """The figures the event log gives (see the module docstring)."""
     confirmed: list[float] = []
@@ -117,21 +128,20 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
         if kind() == "interruption" and not cut:
             uncut["missed" if talking_at_onset else "said_in_silence"] += 1
 
-    for event in events:
-        name, at = event["type"], float(event["at"])
-        if name == "CallerSpoke":
+    for entry in events:
+        event, at = entry.event, entry.at
+        if isinstance(event, CallerSpoke):
             end_line()
             talking_at_onset = bool(playing)
-            text = str(event["text"])
-            current = _next_line(script, current, last, text)
+            current = _next_line(script, current, last, event.text)
             if current is None:
-                unmatched.append(text)
+                unmatched.append(event.text)
             else:
                 last, matched = current, matched + 1
-            onset = at + float(event.get("speech_offset", 0.0))
+            onset = at + event.speech_offset
             cut = False
-            said = text
-        elif name == "BargeIn" and current is not None and not cut:
+            said = event.text
+        elif isinstance(event, BargeIn) and current is not None and not cut:
             cut = True
             if kind() == "interruption":
                 confirmed.append(1000 * (at - onset))
@@ -139,23 +149,23 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[dict[str, Any]]
                 false_interruptions += 1
             # (a question said over the agent, when an earlier mistake shifted the replies,
             # is the caller talking over it: not the agent's judgement of a backchannel)
-        elif name == "UserSpeechEnded":
-            speech_end = at - float(event.get("silence_ms", 0)) / 1000
-        elif name == "UserTurn":
+        elif isinstance(event, UserSpeechEnded):
+            speech_end = at - event.silence_ms / 1000
+        elif isinstance(event, UserTurn):
             if current is not None:
                 turns_per_line[current] = turns_per_line.get(current, 0) + 1
-            heard_lines.append((said, str(event["text"])))
+            heard_lines.append((said, event.text))
             said = ""
             if speech_end is not None:
                 turn_ends[len(turn_ends) + 1] = speech_end
-        elif name == "SpeculationCancelled":
-            turn_stages.pop(int(event["turn"]), None)
-        elif name == "TurnStage":
-            turn_stages.setdefault(int(event["turn"]), {})[event["stage"]] = at
-        elif name == "PlaybackStarted":
-            playing.add(str(event["unit_id"]))
-        elif name == "UnitFinalized":
-            playing.discard(str(event["finalize"]["unit_id"]))
+        elif isinstance(event, SpeculationCancelled):
+            turn_stages.pop(event.turn, None)
+        elif isinstance(event, TurnStage):
+            turn_stages.setdefault(event.turn, {})[event.stage] = at
+        elif isinstance(event, PlaybackStarted):
+            playing.add(event.unit_id)
+        elif isinstance(event, UnitFinalized):
+            playing.discard(event.finalize.unit_id)
     end_line()
     stages: dict[str, list[float]] = {}
     heard = [(said, text) for said, text in heard_lines if said]

@@ -46,6 +46,7 @@ from edge_agent.bench.stats import summarize
 from edge_agent.config import Config
 from edge_agent.demo.talkers import Talker
 from edge_agent.engines.base import TextToSpeech
+from edge_agent.memory.record import record_events
 
 ROOM = Room(delay_ms=40.0, reverb_ms=150.0, clip=0.5, seed=1)
 """The kiosk's echo path (its gain is each measurement's)."""
@@ -166,7 +167,7 @@ def _interruptions(config: Config, gain: float, offset: int, plan: RoomsPlan,
     call = interruption_call(dataclasses.replace(ROOM, echo_gain=gain), QUESTIONS, texts, cues,
                              REPLY, SHORT_REPLY)
     record = calls(room_config(config), call)
-    outcomes = line_outcomes(call, record["events"])
+    outcomes = line_outcomes(call, record_events(record))
     over = [o for o in outcomes if o.kind == "interruption"]
     for outcome in over:
         say(f"  {outcome.say!r} -> {outcome.heard!r}: "
@@ -192,7 +193,7 @@ def _listening(config: Config, scenario: ListeningScenario, plan: RoomsPlan,
     call = questions_call(scenario.room, questions, SHORT_REPLY, scenario.talkers)
     call_config = room_config(config, scenario.noise_suppression, scenario.talker_gate)
     record = calls(call_config, call)
-    outcomes = line_outcomes(call, record["events"])
+    outcomes = line_outcomes(call, record_events(record))
     say(f"  WER {wer_percent(outcomes)} %")
     return {"scenario": scenario.name, "echo_gain": scenario.room.echo_gain,
             "noise_db": scenario.room.noise_db, "noise_kind": scenario.room.noise_kind,

@@ -25,6 +25,18 @@ from edge_agent.bench.wer import word_errors
 from edge_agent.config import Config
 from edge_agent.demo.callfile import CallerLine, CallScript
 from edge_agent.demo.talkers import Talker
+from edge_agent.events import (
+    BargeIn,
+    CallerSpoke,
+    EchoIgnored,
+    LlmRequest,
+    LoggedEvent,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStarted,
+    UserTurn,
+)
+from edge_agent.memory.record import SessionRecord, record_events
 
 CALL_LIMIT_S = 1200.0
 """Longest call `bench rooms` runs (100 replies at echo 1.0 take ~10 minutes)."""
@@ -53,18 +65,17 @@ class LineOutcome:
     """What the agent heard over its reply and dropped as its own voice."""
 
 
-CallRunner = Callable[[Config, CallScript], dict[str, Any]]
+CallRunner = Callable[[Config, CallScript], SessionRecord]
 """Runs a call, returns its session record (`run_call`; a test's fake)."""
 
 
-def run_call(config: Config, call: CallScript) -> dict[str, Any]:
+def run_call(config: Config, call: CallScript) -> SessionRecord:
     """The call through the real engines (loaded for it) on the virtual audio pair; its
     session record. The call's lines are said in the agent's own voice; its console lines are
     not shown (the figures say what happened)."""
     from edge_agent.runner import run_demo
 
-    record = asyncio.run(run_demo(config, call, printer=_quiet, max_seconds=CALL_LIMIT_S))
-    return dict[str, Any](record)
+    return asyncio.run(run_demo(config, call, printer=_quiet, max_seconds=CALL_LIMIT_S))
 
 
 def _quiet(line: str) -> None:
@@ -112,43 +123,42 @@ def questions_call(room: Room, questions: Sequence[str], reply: str,
                       replies=(reply,) * (len(questions) + 2), room=room, talkers=talkers)
 
 
-def line_outcomes(call: CallScript, events: Sequence[dict[str, Any]]) -> list[LineOutcome]:
+def line_outcomes(call: CallScript, events: Sequence[LoggedEvent]) -> list[LineOutcome]:
     """What each line of `call` became, in the order said (lines never said are left out)."""
-    spoken = [i for i, e in enumerate(events) if e["type"] == "CallerSpoke"]
+    spoken = [(i, e.at, e.event) for i, e in enumerate(events) if isinstance(e.event, CallerSpoke)]
     outcomes = []
-    for number, (index, line) in enumerate(zip(spoken, call.lines, strict=False)):
-        end = spoken[number + 1] if number + 1 < len(spoken) else len(events)
-        spoke = events[index]
-        onset = float(spoke["at"]) + float(spoke.get("speech_offset", 0.0))
-        outcomes.append(_outcome(line, onset, _paused_at(events[:index]), events[index + 1:end]))
+    for number, ((index, at, spoke), line) in enumerate(zip(spoken, call.lines, strict=False)):
+        end = spoken[number + 1][0] if number + 1 < len(spoken) else len(events)
+        outcomes.append(_outcome(line, at + spoke.speech_offset, _paused_at(events[:index]),
+                                 events[index + 1:end]))
     return outcomes
 
 
-def _paused_at(before: Sequence[dict[str, Any]]) -> float | None:
+def _paused_at(before: Sequence[LoggedEvent]) -> float | None:
     """When playback was paused, if it still was after `before` (on the agent's own echo,
     since no caller line was being said)."""
     paused: float | None = None
-    for event in before:
-        if event["type"] == "PlaybackPaused":
-            paused = float(event["at"]) if paused is None else paused
-        elif event["type"] in ("PlaybackResumed", "BargeIn", "PlaybackStarted"):
+    for entry in before:
+        if isinstance(entry.event, PlaybackPaused):
+            paused = entry.at if paused is None else paused
+        elif isinstance(entry.event, PlaybackResumed | BargeIn | PlaybackStarted):
             paused = None
     return paused
 
 
 def _outcome(line: CallerLine, onset: float, paused_at: float | None,
-             after: Sequence[dict[str, Any]]) -> LineOutcome:
-    heard = " ".join(str(e["text"]) for e in after if e["type"] == "UserTurn")
+             after: Sequence[LoggedEvent]) -> LineOutcome:
+    heard = " ".join(e.event.text for e in after if isinstance(e.event, UserTurn))
     already_paused = paused_at is not None
     stopped_at: float | None = None
-    for event in after:
-        kind, at = event["type"], float(event["at"])
-        if kind == "PlaybackPaused" and paused_at is None:
+    for entry in after:
+        event, at = entry.event, entry.at
+        if isinstance(event, PlaybackPaused) and paused_at is None:
             paused_at = at
-        elif kind == "PlaybackResumed":
+        elif isinstance(event, PlaybackResumed):
             paused_at = None  # not an interruption after all: playback went on
             already_paused = False
-        elif kind == "BargeIn":
+        elif isinstance(event, BargeIn):
             stopped_at = paused_at if paused_at is not None else at
             break
     errors, words = word_errors(line.say, heard)
@@ -158,7 +168,7 @@ def _outcome(line: CallerLine, onset: float, paused_at: float | None,
         onset_s=round(onset, 3), heard=heard, errors=errors, words=words,
         taken=stopped_at is not None, stop_ms=stop_ms,
         already_paused=already_paused and stopped_at is not None,
-        echo_ignored=tuple(str(e["text"]) for e in after if e["type"] == "EchoIgnored"))
+        echo_ignored=tuple(e.event.text for e in after if isinstance(e.event, EchoIgnored)))
 
 
 def line_json(outcome: LineOutcome) -> dict[str, Any]:
@@ -171,18 +181,18 @@ def wer_percent(outcomes: Sequence[LineOutcome]) -> float:
     return round(100 * sum(o.errors for o in outcomes) / words, 1) if words else 0.0
 
 
-def kept_events(record: dict[str, Any]) -> list[dict[str, Any]]:
+def kept_events(record: SessionRecord) -> list[dict[str, Any]]:
     """The call's events for the results file, without the model requests (each repeats the
     whole history so far: a long call's would dwarf the rest)."""
-    return [e for e in record["events"] if e["type"] != "LlmRequest"]
+    return [e.to_json() for e in record_events(record) if not isinstance(e.event, LlmRequest)]
 
 
-def self_interruptions(record: dict[str, Any]) -> dict[str, Any]:
+def self_interruptions(record: SessionRecord) -> dict[str, Any]:
     """A call with no caller over the agent: every barge-in is the agent interrupting itself,
     every pause a stutter the caller hears."""
-    events = record["events"]
+    events = [e.event for e in record_events(record)]
     units = [u for u in record["units"] if u["generated"]]
-    return {"replies": sum(1 for e in events if e["type"] == "PlaybackStarted"),
-            "barge_ins": sum(1 for e in events if e["type"] == "BargeIn"),
-            "pauses": sum(1 for e in events if e["type"] == "PlaybackPaused"),
+    return {"replies": sum(isinstance(e, PlaybackStarted) for e in events),
+            "barge_ins": sum(isinstance(e, BargeIn) for e in events),
+            "pauses": sum(isinstance(e, PlaybackPaused) for e in events),
             "units_not_heard_whole": sum(1 for u in units if u["heard"] != u["generated"])}

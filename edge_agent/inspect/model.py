@@ -9,7 +9,8 @@ audio) by `inspect.timeline`; drawn by `inspect.page`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from edge_agent.events import Event
 
 DECISIONS = ("answered", "barge-in", "backchannel", "echo", "dropped", "not answered",
              "unfinished")
@@ -92,9 +93,9 @@ class CallerSpeech:
     """The transcript; or what the recognizer heard of a backchannel or echo."""
     turn: int | None
     """The answered turn's number on the run (None: not answered)."""
-    why: dict[str, Any]
-    """The event that decided it (BargeIn, Backchannel, EchoIgnored, TurnDropped), as
-    recorded; empty for a plain answer."""
+    why: Event | None
+    """The event that decided it (BargeIn, Backchannel, EchoIgnored, TurnDropped); None for a
+    plain answer."""
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,8 @@ class Marker:
     at: float
     label: str
     """Short text drawn next to it."""
-    event: dict[str, Any]
-    """The event as recorded (all its fields)."""
+    event: Event
+    """The event, as recorded."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from edge_agent.events import LoggedEvent, event_json
 from edge_agent.inspect.layout import StripBudget
 from edge_agent.inspect.model import RunView, Timeline, TurnRow, UnitView
 from edge_agent.inspect.strip import Items, strip_svg
@@ -186,9 +187,12 @@ def _data(timeline: Timeline) -> str:
     for run in timeline.runs:
         runs.append({
             "number": run.number, "run_id": run.run_id, "start": run.start, "end": run.end,
-            "caller": [dataclasses.asdict(c) for c in run.caller],
+            "caller": [{**dataclasses.asdict(c),
+                        "why": event_json(c.why) if c.why is not None else {}}
+                       for c in run.caller],
             "units": [dataclasses.asdict(u) for u in run.units],
-            "markers": {f"r{run.number}-m{i}": dataclasses.asdict(m)
+            "markers": {f"r{run.number}-m{i}": {**dataclasses.asdict(m),
+                                                "event": LoggedEvent(m.at, m.event).to_json()}
                         for i, m in enumerate(run.markers)},
             "rows": {row.key: {**dataclasses.asdict(row),
                                "caller": row.caller.index if row.caller else None}

@@ -14,8 +14,28 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    EchoIgnored,
+    LoggedEvent,
+    Notice,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStarted,
+    ReplyFailed,
+    SessionEnded,
+    SessionStarted,
+    SpeculationCancelled,
+    ToolUsed,
+    TurnDropped,
+    TurnStage,
+    UnitFinalized,
+    UserSpeechEnded,
+    UserSpeechStarted,
+    UserTurn,
+)
 from edge_agent.inspect.envelope import envelope, placed
 from edge_agent.inspect.model import (
     STAGES,
@@ -31,13 +51,11 @@ from edge_agent.inspect.model import (
 )
 from edge_agent.inspect.placement import Playback, place_unit
 from edge_agent.memory.kept_audio import AudioClip
-from edge_agent.memory.record import SessionRecord, UnitRecord
+from edge_agent.memory.record import SessionRecord, UnitRecord, record_events
 
-Event = dict[str, Any]
-
-_DECIDING = {"BargeIn": "barge-in", "Backchannel": "backchannel", "EchoIgnored": "echo",
-             "TurnDropped": "dropped"}
-_OUTCOMES = ("UserTurn", "Backchannel", "EchoIgnored", "TurnDropped")
+_DECIDING: dict[type, str] = {BargeIn: "barge-in", Backchannel: "backchannel",
+                              EchoIgnored: "echo", TurnDropped: "dropped"}
+_OUTCOMES = (UserTurn, Backchannel, EchoIgnored, TurnDropped)
 
 
 @dataclass
@@ -54,7 +72,7 @@ class _Episode:
 
 
 def build_timeline(record: SessionRecord, clips: Sequence[AudioClip] = ()) -> Timeline:
-    runs = _runs(record["events"])
+    runs = _runs(record_events(record))
     episodes = _episodes(runs)
     units: list[list[tuple[_Episode, UnitRecord]]] = [[] for _ in runs]
     orphans: list[UnitRecord] = []
@@ -74,34 +92,34 @@ def build_timeline(record: SessionRecord, clips: Sequence[AudioClip] = ()) -> Ti
                     audio_kept=any(v.waves for v in views))
 
 
-def _runs(events: Sequence[Event]) -> dict[str, list[Event]]:
+def _runs(events: Sequence[LoggedEvent]) -> dict[str, list[LoggedEvent]]:
     """Events per run, runs in the order they first appear (events without a run id, from
     an older record, are one run)."""
-    runs: dict[str, list[Event]] = {}
-    for event in events:
-        runs.setdefault(str(event.get("run_id", "")), []).append(event)
+    runs: dict[str, list[LoggedEvent]] = {}
+    for entry in events:
+        runs.setdefault(entry.run_id, []).append(entry)
     return runs
 
 
-def _episodes(runs: dict[str, list[Event]]) -> dict[str, deque[_Episode]]:
+def _episodes(runs: dict[str, list[LoggedEvent]]) -> dict[str, deque[_Episode]]:
     """Every unit playback of every run, per unit id, in order."""
     found: dict[str, deque[_Episode]] = defaultdict(deque)
     for run, events in enumerate(runs.values()):
         open_: dict[str, _Episode] = {}
-        for index, event in enumerate(events):
-            kind, at = event["type"], event["at"]
-            if kind == "PlaybackStarted":
-                open_[event["unit_id"]] = episode = _Episode(run, index, at)
-                found[event["unit_id"]].append(episode)
-            elif kind == "PlaybackPaused" and event["unit_id"] in open_:
-                open_[event["unit_id"]].paused_at = at
-            elif kind == "PlaybackResumed" and event["unit_id"] in open_:
-                episode = open_[event["unit_id"]]
+        for index, entry in enumerate(events):
+            event, at = entry.event, entry.at
+            if isinstance(event, PlaybackStarted):
+                open_[event.unit_id] = episode = _Episode(run, index, at)
+                found[event.unit_id].append(episode)
+            elif isinstance(event, PlaybackPaused) and event.unit_id in open_:
+                open_[event.unit_id].paused_at = at
+            elif isinstance(event, PlaybackResumed) and event.unit_id in open_:
+                episode = open_[event.unit_id]
                 if episode.paused_at is not None:
                     episode.pauses.append(Pause(episode.paused_at, at, resumed=True))
                     episode.paused_at = None
-            elif kind == "UnitFinalized":
-                unit_id = event["finalize"]["unit_id"]
+            elif isinstance(event, UnitFinalized):
+                unit_id = event.finalize.unit_id
                 finished = open_.pop(unit_id, None)
                 if finished is None:  # it never played: finalized before its first sample
                     finished = _Episode(run, index, None)
@@ -109,13 +127,13 @@ def _episodes(runs: dict[str, list[Event]]) -> dict[str, deque[_Episode]]:
                 finished.finalized = at
                 if finished.paused_at is not None:
                     finished.pauses.append(Pause(finished.paused_at, at, resumed=False))
-        last = events[-1]["at"] if events else 0.0
+        last = events[-1].at if events else 0.0
         for episode in open_.values():  # the run ended while it played (a crash)
             episode.finalized = last
     return found
 
 
-def _run_view(number: int, run_id: str, events: list[Event],
+def _run_view(number: int, run_id: str, events: list[LoggedEvent],
               units: list[tuple[_Episode, UnitRecord]], clips: Sequence[AudioClip]) -> RunView:
     unit_views = [place_unit(unit, episode.started, episode.pauses,
                              episode.finalized if episode.finalized is not None else 0.0)
@@ -127,7 +145,7 @@ def _run_view(number: int, run_id: str, events: list[Event],
                                                                         strict=True)],
                  markers)
     waves = _waves(run_id, clips, {v.unit_id: v for v in unit_views})
-    times = [e["at"] for e in events] + [c.start for c in caller] + [
+    times = [e.at for e in events] + [c.start for c in caller] + [
         t for v in unit_views for t in (v.end, *(w.end for w in v.words))]
     times += [p[0] for wave in waves for p in wave.points[-1:]]
     return RunView(number=number, run_id=run_id, start=min([0.0, *times]),
@@ -135,13 +153,13 @@ def _run_view(number: int, run_id: str, events: list[Event],
                    markers=tuple(markers), rows=tuple(rows), waves=tuple(waves))
 
 
-def _caller_speech(events: list[Event]) -> tuple[list[CallerSpeech], dict[int, int]]:
+def _caller_speech(events: list[LoggedEvent]) -> tuple[list[CallerSpeech], dict[int, int]]:
     """Each caller speech of the run, and the event index of each answered turn's UserTurn.
 
     A speech's events run from its UserSpeechStarted to what became of it (a UserTurn, a
     Backchannel, EchoIgnored or TurnDropped); a BargeIn among them is its doing."""
-    starts = [i for i, e in enumerate(events) if e["type"] == "UserSpeechStarted"]
-    said_at = [i for i, e in enumerate(events) if e["type"] == "UserTurn"]
+    starts = [i for i, e in enumerate(events) if isinstance(e.event, UserSpeechStarted)]
+    said_at = [i for i, e in enumerate(events) if isinstance(e.event, UserTurn)]
     speech: list[CallerSpeech] = []
     turn_index: dict[int, int] = {}
     offset = 0.0  # microphone audio time -> events' clock, from the last end seen
@@ -149,17 +167,20 @@ def _caller_speech(events: list[Event]) -> tuple[list[CallerSpeech], dict[int, i
     ends = [*starts[1:], len(events)] if starts else []
     for number, (first, following) in enumerate(zip(starts, ends, strict=True), 1):
         window = events[first:following]
-        outcome = next((i for i, e in enumerate(window) if e["type"] in _OUTCOMES), None)
+        outcome = next((i for i, e in enumerate(window) if isinstance(e.event, _OUTCOMES)), None)
         window = window if outcome is None else window[:outcome + 1]
-        ended = next((e for e in window if e["type"] == "UserSpeechEnded"), None)
-        if ended is not None:
-            offset = ended["at"] - ended["audio_time"]
+        ended = next((e for e in window if isinstance(e.event, UserSpeechEnded)), None)
+        if ended is not None and isinstance(ended.event, UserSpeechEnded):
+            offset = ended.at - ended.event.audio_time
         started = window[0]
-        onset = min(started["at"], max(started["at"] - 5, started["audio_time"] + offset))
-        detected = ended["at"] if ended is not None else window[-1]["at"]
-        end = max(onset, detected - ended["silence_ms"] / 1000) if ended is not None else detected
-        why = next((e for e in window if e["type"] in _DECIDING), {})
-        said = window[-1] if window[-1]["type"] == "UserTurn" else None
+        audio_time = started.event.audio_time if isinstance(started.event, UserSpeechStarted) \
+            else started.at
+        onset = min(started.at, max(started.at - 5, audio_time + offset))
+        detected = ended.at if ended is not None else window[-1].at
+        end = (max(onset, detected - ended.event.silence_ms / 1000)
+               if ended is not None and isinstance(ended.event, UserSpeechEnded) else detected)
+        why = next((e.event for e in window if type(e.event) in _DECIDING), None)
+        said = window[-1].event if isinstance(window[-1].event, UserTurn) else None
         turn = None
         if said is not None:
             index = first + len(window) - 1
@@ -167,25 +188,33 @@ def _caller_speech(events: list[Event]) -> tuple[list[CallerSpeech], dict[int, i
             if _answers(events[first:later], turns + 1):
                 turns = turn = turns + 1
                 turn_index[turn] = index
-        decision = (_DECIDING[why["type"]] if why else "answered" if turn is not None
+        decision = (_DECIDING[type(why)] if why is not None else "answered" if turn is not None
                     else "not answered" if said is not None else "unfinished")
-        text = said["text"] if said is not None else str(why.get("text", why.get("words", "")))
+        text = said.text if said is not None else _heard(why)
         speech.append(CallerSpeech(index=number, start=onset, end=end, detected=detected,
-                                   decision=decision, text=text, turn=turn, why=dict(why)))
+                                   decision=decision, text=text, turn=turn, why=why))
     return speech, turn_index
 
 
-def _answers(events: list[Event], turn: int) -> bool:
+def _heard(why: object) -> str:
+    """What the recognizer made of speech that was not a turn."""
+    if isinstance(why, Backchannel | EchoIgnored):
+        return why.text
+    return why.words if isinstance(why, BargeIn) else ""
+
+
+def _answers(events: list[LoggedEvent], turn: int) -> bool:
     """Whether `events` (a speech, its UserTurn and what followed up to the next UserTurn)
     show turn `turn` answered. A recognized turn is numbered only when it is answered; one
     that only got a speculative transcript was not (no session was open)."""
-    return any(e.get("turn") == turn and (
-        e["type"] in ("ReplyFailed", "ToolUsed")
-        or (e["type"] == "TurnStage" and (e["stage"] != "transcript" or not e["speculative"])))
+    return any(
+        (isinstance(e.event, ReplyFailed | ToolUsed) and e.event.turn == turn)
+        or (isinstance(e.event, TurnStage) and e.event.turn == turn
+            and (e.event.stage != "transcript" or not e.event.speculative))
         for e in events)
 
 
-def _rows(run: int, events: list[Event], caller: list[CallerSpeech], turn_index: dict[int, int],
+def _rows(run: int, events: list[LoggedEvent], caller: list[CallerSpeech], turn_index: dict[int, int],
           units: list[tuple[int, UnitView]], markers: list[Marker]) -> list[TurnRow]:
     answered = sorted((index, turn) for turn, index in turn_index.items())
     replies: dict[int, list[str]] = defaultdict(list)  # turn (0: before any) -> unit ids
@@ -194,8 +223,8 @@ def _rows(run: int, events: list[Event], caller: list[CallerSpeech], turn_index:
         replies[turn].append(unit.unit_id)
     happened: dict[int, list[Marker]] = defaultdict(list)  # turn -> its tools and failures
     for marker in markers:
-        if marker.kind in ("tool", "failed"):
-            happened[marker.event["turn"]].append(marker)
+        if isinstance(marker.event, ToolUsed | ReplyFailed):
+            happened[marker.event.turn].append(marker)
     rows: list[TurnRow] = []
     if replies.get(0) or happened.get(0):
         rows.append(TurnRow(f"r{run}-greeting", None, "greeting", tuple(replies[0]),
@@ -209,50 +238,48 @@ def _rows(run: int, events: list[Event], caller: list[CallerSpeech], turn_index:
     return rows
 
 
-def _stages(events: list[Event], speech: CallerSpeech) -> tuple[Stage, ...]:
-    last: dict[str, Event] = {}
-    for event in events:
-        if event["type"] == "TurnStage" and event["turn"] == speech.turn:
-            last[event["stage"]] = event
+def _stages(events: list[LoggedEvent], speech: CallerSpeech) -> tuple[Stage, ...]:
+    last: dict[str, tuple[float, TurnStage]] = {}
+    for entry in events:
+        if isinstance(entry.event, TurnStage) and entry.event.turn == speech.turn:
+            last[entry.event.stage] = (entry.at, entry.event)
     found = [Stage("turn_end", speech.detected, round((speech.detected - speech.end) * 1000),
                    False)]
-    found += [Stage(name, last[name]["at"], round((last[name]["at"] - speech.end) * 1000),
-                    bool(last[name]["speculative"])) for name in STAGES if name in last]
+    found += [Stage(name, last[name][0], round((last[name][0] - speech.end) * 1000),
+                    last[name][1].speculative) for name in STAGES if name in last]
     return tuple(found)
 
 
-def _markers(events: list[Event]) -> list[Marker]:
+def _markers(events: list[LoggedEvent]) -> list[Marker]:
     found: list[Marker] = []
-    for event in events:
-        kind, label = _marker(event)
+    for entry in events:
+        kind, label = _marker(entry.event)
         if kind:
-            found.append(Marker(kind, event["at"], label, dict(event)))
+            found.append(Marker(kind, entry.at, label, entry.event))
     return found
 
 
-def _marker(event: Event) -> tuple[str, str]:
-    kind = event["type"]
-    if kind == "BargeIn":
-        return "barge-in", f"barge-in: {event['words']}" if event["words"] else "barge-in"
-    if kind == "Backchannel":
-        return "backchannel", f"backchannel: {event['text']} ({event['speech_ms']} ms)"
-    if kind == "EchoIgnored":
-        return "echo", f"echo ignored: {event['text']}"
-    if kind == "TurnDropped":
+def _marker(event: object) -> tuple[str, str]:
+    if isinstance(event, BargeIn):
+        return "barge-in", f"barge-in: {event.words}" if event.words else "barge-in"
+    if isinstance(event, Backchannel):
+        return "backchannel", f"backchannel: {event.text} ({event.speech_ms} ms)"
+    if isinstance(event, EchoIgnored):
+        return "echo", f"echo ignored: {event.text}"
+    if isinstance(event, TurnDropped):
         return "dropped", "dropped: nothing recognized"
-    if kind == "ToolUsed":
-        call = event["call"]
-        return "tool", f"tool {call['name']}({call['arguments']}) -> {event['result']}"
-    if kind == "ReplyFailed":
-        return "failed", f"{event['stage']} failed: {event['error']} ({event['recovery']})"
-    if kind == "SessionStarted":
-        return "session", f"session {event['session']} started ({event['how']})"
-    if kind == "SessionEnded":
-        return "session", f"session {event['session']} ended"
-    if kind == "SpeculationCancelled":
-        return "cancelled", f"speculation for turn {event['turn']} dropped: {event['reason']}"
-    if kind == "Notice":
-        return "notice", str(event["text"])
+    if isinstance(event, ToolUsed):
+        return "tool", f"tool {event.call.name}({event.call.arguments}) -> {event.result}"
+    if isinstance(event, ReplyFailed):
+        return "failed", f"{event.stage} failed: {event.error} ({event.recovery})"
+    if isinstance(event, SessionStarted):
+        return "session", f"session {event.session} started ({event.how})"
+    if isinstance(event, SessionEnded):
+        return "session", f"session {event.session} ended"
+    if isinstance(event, SpeculationCancelled):
+        return "cancelled", f"speculation for turn {event.turn} dropped: {event.reason}"
+    if isinstance(event, Notice):
+        return "notice", event.text
     return "", ""
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from edge_agent.errors import ConfigError, StoreError
+from edge_agent.events import LoggedEvent
 from edge_agent.heard.ledger import Finalize
 from edge_agent.memory.store import MemoryStore, Row
 from edge_agent.printable import shown
@@ -98,6 +99,15 @@ def session_record(store: MemoryStore, session_ids: Sequence[str], run_id: str =
                     "run_id": r["run_id"]}
                    for r in (store.events(ids) if ids else [])],
     }
+
+
+def record_events(record: SessionRecord) -> list[LoggedEvent]:
+    """The record's events, typed (`LoggedEvent.from_json`), in order, with their runs; a type
+    this version does not know is left out. The one reader of a record's events: `inspect`,
+    `sessions replay` and the benchmarks read them here. A record from a file is checked first
+    (`record_check.checked`); here a field that does not fit raises `shapes.ShapeError`."""
+    return [entry for entry in map(LoggedEvent.from_json, record["events"])
+            if entry is not None]
 
 
 class _StoredJson:
