@@ -27,10 +27,14 @@ MAX_MS = 3_600_000
 MAX_WHOLE = 10**9
 """A turn, hop or session number."""
 
-ClockSeconds = Annotated[float, Bound(-MAX_CLOCK_S, MAX_CLOCK_S, "seconds on the run's clock")]
-Milliseconds = Annotated[int, Bound(0, MAX_MS, "milliseconds, an hour at most")]
+CLOCK_RANGE = Bound(-MAX_CLOCK_S, MAX_CLOCK_S, "seconds on the run's clock")
+MS_RANGE = Bound(0, MAX_MS, "milliseconds, an hour at most")
+COUNT_RANGE = Bound(0, MAX_WHOLE)
+
+ClockSeconds = Annotated[float, CLOCK_RANGE]
+Milliseconds = Annotated[int, MS_RANGE]
 Seconds = Annotated[float, Bound(0, MAX_MS / 1000, "seconds, an hour at most")]
-Count = Annotated[int, Bound(0, MAX_WHOLE)]
+Count = Annotated[int, COUNT_RANGE]
 Probability = Annotated[float, Bound(0, 1, "a probability")]
 
 
@@ -260,7 +264,7 @@ def event_json(event: Event) -> dict[str, Any]:
 
 EVENT_TYPES: Mapping[str, type[Event]] = {kind.__name__: kind for kind in typing.get_args(Event)}
 """Every event type by the name records give it (`"type"`)."""
-CLOCK = NUMBER.bounded(typing.get_args(ClockSeconds)[1])
+CLOCK = NUMBER.bounded(CLOCK_RANGE)
 """A moment on a run's clock, as `at` holds it."""
 
 

@@ -16,15 +16,16 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from edge_agent.errors import ConfigError
-from edge_agent.events import MAX_CLOCK_S, MAX_MS, MAX_WHOLE, LoggedEvent
+from edge_agent.events import CLOCK, COUNT_RANGE, MAX_MS, MS_RANGE, LoggedEvent
 from edge_agent.memory.kept_audio import AudioClip
 from edge_agent.memory.record import SessionRecord
 from edge_agent.printable import shown
-from edge_agent.shapes import LIST, NUMBER, OBJECT, TEXT, WHOLE, Bound, Kind, ShapeError, require
+from edge_agent.shapes import LIST, NUMBER, OBJECT, TEXT, WHOLE, Kind, ShapeError, require
 
-CLOCK = NUMBER.bounded(Bound(-MAX_CLOCK_S, MAX_CLOCK_S, "seconds on the run's clock"))
-MS = NUMBER.bounded(Bound(0, MAX_MS, "milliseconds, an hour at most"))
-COUNT = WHOLE.bounded(Bound(0, MAX_WHOLE))
+MS = NUMBER.bounded(MS_RANGE)
+"""A length in a unit (`played_ms`, word times): a number, fractions allowed."""
+COUNT = WHOLE.bounded(COUNT_RANGE)
+__all__ = ["MAX_MS", "checked", "checked_clips"]
 
 FILE_HINT = "not a session record as `demo --json` or `sessions show --json` writes it"
 DATABASE_HINT = ("the database's record of the session is damaged: `sessions show --json` "

@@ -8,6 +8,7 @@ under TYPE_CHECKING: each is a dependency a reader has to follow), not by import
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,6 +97,13 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def _modules_saying(pattern: str) -> list[str]:
+    """The modules whose source matches `pattern` (a regular expression), sorted."""
+    found = re.compile(pattern)
+    return sorted(module for module, path in MODULES.items()
+                  if found.search(path.read_text(encoding="utf-8")))
+
+
 def _in(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == f"edge_agent.{p}" or module.startswith(f"edge_agent.{p}.")
                for p in packages)
@@ -158,12 +166,7 @@ def test_every_command_names_its_handler() -> None:
 
 def test_only_the_adapter_reaches_into_llama_cpp_python() -> None:
     """`Llama._ctx` and `Llama._model` are private to llama-cpp-python: one module uses them."""
-    import re
-
-    private = re.compile(r"\._ctx\b|\bllama\._model\b")
-    users = sorted(module for module, path in MODULES.items()
-                   if private.search(path.read_text(encoding="utf-8")))
-    assert users == ["edge_agent.engines.llm.native"]
+    assert _modules_saying(r"\._ctx\b|\bllama\._model\b") == ["edge_agent.engines.llm.native"]
 
 
 def test_every_row_written_has_its_tables_columns() -> None:
@@ -192,12 +195,8 @@ def test_every_row_written_has_its_tables_columns() -> None:
 
 def test_only_the_store_speaks_sql() -> None:
     """`MemoryStore` owns every statement: no other module reaches its connection."""
-    import re
-
-    reaching = re.compile(r"\bstore\.db\b|\.db\.(?:query|execute|table)\(")
-    users = sorted(module for module, path in MODULES.items()
-                   if reaching.search(path.read_text(encoding="utf-8")))
-    assert users == ["edge_agent.memory.store"]
+    assert _modules_saying(r"\bstore\.db\b|\.db\.(?:query|execute|table)\(") == [
+        "edge_agent.memory.store"]
 
 
 def test_no_package_imports_itself_back() -> None:
