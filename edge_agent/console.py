@@ -1,17 +1,22 @@
-"""Prints a conversation as it happens."""
+"""What each event says to a person: the one labeller of events, for the console (a line as
+it happens) and for `inspect`'s page (the markers on its axis)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from edge_agent.events import (
     Backchannel,
     BargeIn,
     CallerSpoke,
     EchoIgnored,
+    Event,
     LoggedEvent,
     Notice,
     ReplyFailed,
     SessionEnded,
     SessionStarted,
+    SpeculationCancelled,
     ToolUsed,
     TurnDropped,
     UnitFinalized,
@@ -19,13 +24,33 @@ from edge_agent.events import (
 )
 from edge_agent.printable import escape_controls
 
+SPEECH_KINDS = frozenset({"caller", "heard", "said"})
+"""Kinds of what was said (the page draws it as speech, not as a marker)."""
+CONSOLE_QUIET = frozenset({"cancelled"})
+"""Kinds the console leaves out: a speculation thrown away is the agent's own business, the
+caller never meets it (the page shows it)."""
+
+
+@dataclass(frozen=True)
+class Label:
+    """What an event says to a person."""
+
+    kind: str
+    """"caller", "heard", "said" (speech); "barge-in", "backchannel", "echo", "dropped",
+    "tool", "failed", "session", "cancelled", "notice" (the page's markers)."""
+    text: str
+    """One line; caller and model text as given (the console escapes control characters, the
+    page escapes HTML)."""
+
 
 def describe(entry: LoggedEvent, transcripts: bool = True) -> str | None:
     """One console line for `entry` (None: not shown). Caller and model text is shown with its
     control characters escaped: a transcript never drives the operator's terminal. Without
     `transcripts`, what was said is shown only as a number of words (a public kiosk's log)."""
-    line = _line(entry, _Words(transcripts))
-    return None if line is None else escape_controls(line)
+    found = label(entry.event, transcripts)
+    if found is None or found.kind in CONSOLE_QUIET:
+        return None
+    return escape_controls(f"[{entry.at:6.2f}] {found.text}")
 
 
 class _Words:
@@ -40,46 +65,57 @@ class _Words:
         return f"({len(text.split())} words)"
 
 
-def _line(entry: LoggedEvent, said: _Words) -> str | None:
-    event = entry.event
-    stamp = f"[{entry.at:6.2f}]"
+def label(event: Event, transcripts: bool = True) -> Label | None:
+    """What `event` says (None: nothing worth a line). Without `transcripts`, what was said
+    is a number of words."""
+    said = _Words(transcripts)
     if isinstance(event, CallerSpoke):
-        return f"{stamp} caller says   : {said(event.text)}"
+        return Label("caller", f"caller says   : {said(event.text)}")
     if isinstance(event, UserTurn):
-        return f"{stamp} agent heard   : {said(event.text)}"
-    if isinstance(event, TurnDropped):
-        return f"{stamp} (speech with no words recognized; not answered)"
-    if isinstance(event, BargeIn):
-        return f"{stamp} -- barge-in: playback stopped --"
+        return Label("heard", f"agent heard   : {said(event.text)}")
     if isinstance(event, UnitFinalized):
         f = event.finalize
         if not f.generated:
             return None
         inexact = f" [{f.inexact_words} word(s) timed by safe bounds]" if f.inexact_words else ""
         if not f.interrupted:
-            return f"{stamp} agent said    : {said(f.heard)}{inexact}"
-        return (f"{stamp} agent was cut : {said(f.heard, quoted=True)} heard of "
-                f"{said(f.generated, quoted=True)} ({f.played_ms} ms played){inexact}")
-    if isinstance(event, SessionStarted):
-        return f"{stamp} -- session {event.session} starts ({event.how}) --"
-    if isinstance(event, SessionEnded):
-        return f"{stamp} -- session {event.session} ends (idle) --"
+            return Label("said", f"agent said    : {said(f.heard)}{inexact}")
+        return Label("said", f"agent was cut : {said(f.heard, quoted=True)} heard of "
+                             f"{said(f.generated, quoted=True)} ({f.played_ms} ms played)"
+                             f"{inexact}")
+    return _happening(event, said)
+
+
+def _happening(event: Event, said: _Words) -> Label | None:
+    if isinstance(event, BargeIn):
+        on = f" on {said(event.words, quoted=True)}" if event.words else ""
+        return Label("barge-in", f"barge-in{on}: playback stopped")
     if isinstance(event, Backchannel):
-        return (f"{stamp} (backchannel {said(event.text, quoted=True)}: not an interruption, "
-                "playback goes on)")
+        return Label("backchannel", f"backchannel {said(event.text, quoted=True)} "
+                                    f"({event.speech_ms} ms): not an interruption, playback "
+                                    "goes on")
     if isinstance(event, EchoIgnored):
-        return f"{stamp} (own voice heard back as {said(event.text, quoted=True)}: ignored)"
+        return Label("echo", f"own voice heard back as {said(event.text, quoted=True)}: "
+                             "ignored")
+    if isinstance(event, TurnDropped):
+        return Label("dropped", "speech with no words recognized: not answered")
     if isinstance(event, ToolUsed):
         if not said.transcripts:  # arguments and results hold names, phones, times
-            return f"{stamp} tool          : {event.call.name} called"
-        return f"{stamp} tool          : {event.call.name}({event.call.arguments}) -> {event.result}"
+            return Label("tool", f"tool {event.call.name} called")
+        return Label("tool", f"tool {event.call.name}({event.call.arguments}) -> {event.result}")
     if isinstance(event, ReplyFailed):
         # The message may quote the reply or the caller: without transcripts, its type only.
         error = event.error if said.transcripts else event.error.split(":", 1)[0]
-        return (f"{stamp} note: turn {event.turn}: the {event.stage} failed ({error}); "
-                f"{_RECOVERY.get(event.recovery, event.recovery)}")
+        return Label("failed", f"turn {event.turn}: the {event.stage} failed ({error}); "
+                               f"{_RECOVERY.get(event.recovery, event.recovery)}")
+    if isinstance(event, SessionStarted):
+        return Label("session", f"session {event.session} starts ({event.how})")
+    if isinstance(event, SessionEnded):
+        return Label("session", f"session {event.session} ends (idle)")
+    if isinstance(event, SpeculationCancelled):
+        return Label("cancelled", f"speculation for turn {event.turn} dropped: {event.reason}")
     if isinstance(event, Notice):
-        return f"{stamp} note: {event.text}"
+        return Label("notice", f"note: {event.text}")
     return None
 
 

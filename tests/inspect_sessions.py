@@ -10,8 +10,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_agent.memory.record import SessionRecord, TurnRecord, UnitRecord, WordRecord
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    EchoIgnored,
+    Event,
+    LoggedEvent,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStarted,
+    TurnStage,
+    UserSpeechEnded,
+    UserSpeechStarted,
+    UserTurn,
+)
+from edge_agent.memory.record import (
+    SessionRecord,
+    TurnRecord,
+    UnitRecord,
+    WordRecord,
+    record_events,
+)
 from edge_agent.memory.store import MemoryStore
+from tests.logged import finalized
 
 WORD_MS, WORD_GAP_MS = 250, 50
 """Each word of a built unit lasts 250 ms, with 50 ms before the next."""
@@ -44,8 +65,8 @@ class SessionBuilder:
     unit_count: int = 0
     answered: int = 0
 
-    def event(self, at: float, kind: str, **fields: Any) -> None:
-        self.events.append({"at": round(at, 4), "type": kind, "run_id": self.run_id, **fields})
+    def event(self, at: float, event: Event) -> None:
+        self.events.append(LoggedEvent(round(at, 4), event, self.run_id).to_json())
 
     def new_run(self, run_id: str) -> None:
         """The agent restarted and resumed the session: a new clock, turns counted anew."""
@@ -58,26 +79,24 @@ class SessionBuilder:
         self.unit_count += 1
         unit_id = f"u{self.unit_count}"
         words = words_of(text)
-        self.event(at, "PlaybackStarted", unit_id=unit_id)
+        self.event(at, PlaybackStarted(unit_id=unit_id))
         played_ms = words[-1]["end_ms"] if words else 0
         end = at + played_ms / 1000
         if pause is not None:
-            self.event(pause[0], "PlaybackPaused", unit_id=unit_id)
-            self.event(pause[0] + pause[1], "PlaybackResumed", unit_id=unit_id)
+            self.event(pause[0], PlaybackPaused(unit_id=unit_id))
+            self.event(pause[0] + pause[1], PlaybackResumed(unit_id=unit_id))
             end += pause[1]
         heard = text
         if cut_at is not None:
             played_ms = round((cut_at - at) * 1000)
             heard = " ".join(w["text"] for w in words if w["end_ms"] <= played_ms)
-            self.event(cut_at, "PlaybackPaused", unit_id=unit_id)
+            self.event(cut_at, PlaybackPaused(unit_id=unit_id))
             end = cut_at + 0.4
-            self.event(end, "BargeIn", unit_id=unit_id, words="wait")
+            self.event(end, BargeIn(unit_id=unit_id, words="wait"))
         unit: UnitRecord = {"unit_id": unit_id, "generated": text, "heard": heard,
                             "interrupted": heard != text, "played_ms": played_ms,
                             "inexact_words": 0, "words": words}
-        self.event(end + 0.001, "UnitFinalized", finalize={
-            "unit_id": unit_id, "generated": text, "heard": heard, "sample_rate": 22050,
-            "played_samples": played_ms * 22, "inexact_words": 0, "words": []})
+        self.event(end + 0.001, finalized(unit_id, text, heard, played_samples=played_ms * 22))
         self.units.append(unit)
         self.turns.append({"role": "assistant", "text": heard, "generated": text,
                            "unit_id": unit_id, "interrupted": heard != text, "session": 1})
@@ -90,34 +109,32 @@ class SessionBuilder:
         self.answered += 1
         turn = self.answered
         for stage, after in (("transcript", 0.25), ("request", 0.251), ("first_token", 0.26)):
-            self.event(spoken_end + after, "TurnStage", turn=turn, stage=stage, speculative=True)
+            self.event(spoken_end + after, TurnStage(turn=turn, stage=stage, speculative=True))
         detected = spoken_end + silence_ms / 1000
-        self.event(detected, "UserSpeechEnded", audio_time=round(detected - MIC_LAG, 4),
-                   silence_ms=silence_ms)
-        self.event(detected + 0.002, "UserTurn", text=text,
-                   words=[[w, None, None] for w in text.split()])
+        self.event(detected, UserSpeechEnded(round(detected - MIC_LAG, 4), silence_ms))
+        self.event(detected + 0.002,
+                   UserTurn(text, tuple((w, None, None) for w in text.split())))
         self.turns.append({"role": "user", "text": text, "session": 1})
         first_audio = detected + 0.1
-        self.event(first_audio - 0.001, "TurnStage", turn=turn, stage="first_piece",
-                   speculative=False)
-        self.event(first_audio, "TurnStage", turn=turn, stage="first_audio", speculative=False)
+        self.event(first_audio - 0.001, TurnStage(turn, "first_piece", speculative=False))
+        self.event(first_audio, TurnStage(turn=turn, stage="first_audio", speculative=False))
         return first_audio
 
-    def overlap(self, kind: str, text: str, start: float, length: float) -> None:
-        """Speech over the agent judged not a turn: "Backchannel" or "EchoIgnored"."""
+    def overlap(self, kind: type[Backchannel | EchoIgnored], text: str, start: float,
+                length: float) -> None:
+        """Speech over the agent judged not a turn: a backchannel or the agent's echo."""
         spoken_end = self.speech(start, length)
         detected = spoken_end + 0.4
-        self.event(detected, "UserSpeechEnded", audio_time=round(detected - MIC_LAG, 4),
-                   silence_ms=400)
-        if kind == "Backchannel":
-            self.event(detected + 0.05, kind, text=text, speech_ms=round(length * 1000))
+        self.event(detected, UserSpeechEnded(round(detected - MIC_LAG, 4), silence_ms=400))
+        if kind is Backchannel:
+            self.event(detected + 0.05, Backchannel(text, speech_ms=round(length * 1000)))
         else:
-            self.event(detected + 0.05, kind, text=text, playing=text)
+            self.event(detected + 0.05, EchoIgnored(text, playing=text))
 
     def speech(self, start: float, length: float) -> float:
         """Caller speech from `start` for `length` s: its onset only (the caller adds what
         became of it); returns where it ends."""
-        self.event(start + 0.13, "UserSpeechStarted", audio_time=round(start - MIC_LAG, 4))
+        self.event(start + 0.13, UserSpeechStarted(audio_time=round(start - MIC_LAG, 4)))
         return start + length
 
     def record(self) -> SessionRecord:
@@ -143,7 +160,7 @@ def long_session(turns: int) -> SessionRecord:
         else:
             unit = built.agent(reply, answer_at)
             if n % 7 == 0:
-                built.overlap("Backchannel", "okay", answer_at + 0.8, 0.4)
+                built.overlap(Backchannel, "okay", answer_at + 0.8, 0.4)
             moment = answer_at + unit["words"][-1]["end_ms"] / 1000 + 0.6
     return built.record()
 
@@ -166,8 +183,8 @@ def store_record(db: Path, record: SessionRecord, audio: bool = False) -> None:
         store.add_event({"session_id": session_id, "run_id": event["run_id"], "at": event["at"],
                          "type": event["type"], "data": json.dumps(data)})
     if audio:
-        started = {e["unit_id"]: e["at"] for e in record["events"]
-                   if e["type"] == "PlaybackStarted"}
+        started = {e.event.unit_id: e.at for e in record_events(record)
+                   if isinstance(e.event, PlaybackStarted)}
         for unit in record["units"]:
             store.add_audio({"session_id": session_id, "run_id": "run-a", "kind": "agent",
                              "ref": unit["unit_id"], "at": started[unit["unit_id"]],

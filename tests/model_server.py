@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.cli import edge_agent
+from tests.cli import edge_agent, write_config
 
 FETCH_ERROR = 4  # ModelFetchError.exit_code
 PAYLOAD_SIZE = 300_000
@@ -215,8 +215,7 @@ def write_setup(tmp_path: Path, models: dict[str, dict[str, object]]) -> Setup:
     Each model: {"kind", "entry", "files": [{"url", "size", "sha256", "save_as", "extract"?}]}.
     """
     data_dir = tmp_path / "data"
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f'data_dir = "{data_dir.as_posix()}"\n', encoding="utf-8")
+    config = write_config(tmp_path, data_dir=data_dir)
     lines = []
     for name, model in models.items():
         lines += [f'[models."{name}"]', f'kind = "{model["kind"]}"',

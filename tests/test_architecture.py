@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_agent.events import EVENT_TYPES
+
 PACKAGE = Path(__file__).resolve().parents[1] / "edge_agent"
 
 RUNTIME = ("heard", "conversation", "engines", "audio", "memory", "models", "service")
@@ -210,3 +212,14 @@ def test_no_package_imports_itself_back() -> None:
         graph.setdefault(top(module), set()).update(
             top(t) for t in targets if top(t) != top(module) and t != "edge_agent")
     assert _cycles(graph) == []
+
+
+def test_no_event_is_matched_by_its_type_name() -> None:
+    """Events are read typed (`LoggedEvent.from_json`, `isinstance`): a type's name written as
+    a string is a reader that would not notice a renamed or reshaped event."""
+    named = {
+        f"{module}:{node.lineno}: {node.value!r}"
+        for module, path in MODULES.items() if module != "edge_agent.events"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value in EVENT_TYPES}
+    assert named == set()

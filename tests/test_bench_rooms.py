@@ -29,6 +29,7 @@ from edge_agent.config import Config
 from edge_agent.events import (
     BargeIn,
     CallerSpoke,
+    LlmRequest,
     LoggedEvent,
     PlaybackPaused,
     PlaybackResumed,
@@ -37,6 +38,7 @@ from edge_agent.events import (
 )
 from tests.cli import edge_agent, write_config
 from tests.fakes import FakeRoomCalls, FakeSpeech
+from tests.logged import kinds
 
 INTERRUPTED = "Wait, what about Sunday?"
 
@@ -84,7 +86,7 @@ def test_the_rooms_part_keeps_every_line_and_validates() -> None:
     assert quiet["double_talk_wer_percent"] == 10.0
     assert loud["first_reply"]["taken"] == 1 and loud["later_replies"]["count"] == 1
     assert loud["first_reply"]["stop_ms"]["values"] == [180.0]
-    assert all(e["type"] != "LlmRequest" for e in loud["events"])
+    assert LlmRequest not in kinds(loud["events"])
     own = result["self_interruptions"]
     assert (own["replies"], own["barge_ins"], own["echo_gain"]) == (5, 0, 1.0)
     erle = result["canceller"]["erle"]

@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 from edge_agent.bench.wer import normalize
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    Event,
+    PlaybackPaused,
+    PlaybackResumed,
+    UserSpeechStarted,
+)
 from tests.cli import edge_agent, write_config
+from tests.logged import kinds
 
 pytestmark = pytest.mark.models
 
@@ -29,18 +38,18 @@ def _demo(tmp_path: Path, call: str, config: str = "", *options: str) -> dict[st
     return record
 
 
-def _types(record: dict[str, Any]) -> list[str]:
-    return [e["type"] for e in record["events"]]
+def _types(record: dict[str, Any]) -> list[type[Event]]:
+    return kinds(record["events"])
 
 
 def test_a_backchannel_is_not_answered_and_a_real_interruption_is(tmp_path: Path) -> None:
     record = _demo(tmp_path, "turns")
     types = _types(record)
-    assert types.count("Backchannel") == 1, record["stdout"]
-    assert types.count("BargeIn") == 1, record["stdout"]
-    assert types.index("Backchannel") < types.index("BargeIn")
+    assert types.count(Backchannel) == 1, record["stdout"]
+    assert types.count(BargeIn) == 1, record["stdout"]
+    assert types.index(Backchannel) < types.index(BargeIn)
     # Paused at both onsets; resumed only after the backchannel.
-    assert types.count("PlaybackPaused") == 2 and types.count("PlaybackResumed") == 1
+    assert types.count(PlaybackPaused) == 2 and types.count(PlaybackResumed) == 1
     first, second, third = record["units"][:3]
     assert first["heard"] == first["generated"] and not first["interrupted"]
     assert second["interrupted"] and second["heard"]
@@ -62,10 +71,10 @@ def test_the_agents_own_echo_never_interrupts_it(tmp_path: Path, pause_on_speech
     record = _demo(tmp_path, "echo", config)
     types = _types(record)
     # The microphone did hear the agent (speech beyond the caller's one question)...
-    assert types.count("UserSpeechStarted") >= 2, record["stdout"]
+    assert types.count(UserSpeechStarted) >= 2, record["stdout"]
     # ...and it cut nothing, paused nothing, answered nothing.
-    assert "BargeIn" not in types, record["stdout"]
-    assert "PlaybackPaused" not in types, record["stdout"]  # no stutter on its own voice
+    assert BargeIn not in types, record["stdout"]
+    assert PlaybackPaused not in types, record["stdout"]  # no stutter on its own voice
     (unit,) = record["units"]
     assert unit["heard"] == unit["generated"]
     assert [t["role"] for t in record["turns"]] == ["user", "assistant"]
@@ -79,8 +88,8 @@ def test_the_agents_own_echo_through_a_room_never_interrupts_it(tmp_path: Path) 
                     + "\n[room]\ndelay_ms = 40\nreverb_ms = 150\nseed = 1\n", encoding="utf-8")
     record = _demo(tmp_path, str(call), NO_CANCELLER)
     types = _types(record)
-    assert types.count("UserSpeechStarted") >= 2, record["stdout"]  # it heard itself...
-    assert "BargeIn" not in types, record["stdout"]  # ...and took none of it for the caller
+    assert types.count(UserSpeechStarted) >= 2, record["stdout"]  # it heard itself...
+    assert BargeIn not in types, record["stdout"]  # ...and took none of it for the caller
     (unit,) = record["units"]
     assert unit["heard"] == unit["generated"]
     assert [t["role"] for t in record["turns"]] == ["user", "assistant"]

@@ -342,9 +342,8 @@ def test_a_bad_config_is_a_fail_line_and_the_rest_still_runs(
 def test_the_echo_canceller_is_built_and_run_once(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None,
         setting: str, expected: str) -> None:
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f'data_dir = "{tmp_path}"\n[audio]\necho_cancel = "{setting}"\n',
-                      encoding="utf-8")
+    config = write_config(tmp_path, f'[audio]\necho_cancel = "{setting}"\n',
+                          data_dir=tmp_path)
     _run(None, _args(config=config))
     assert _lines(capsys.readouterr().out)["echo cancel"].startswith(expected)
 

@@ -13,6 +13,16 @@ import pytest
 from edge_agent.bench.wer import normalize, word_errors
 from edge_agent.config import Config
 from edge_agent.config_file import parse_config
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    Event,
+    LoggedEvent,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStarted,
+)
+from tests.logged import read_events
 
 pytestmark = pytest.mark.models
 
@@ -54,8 +64,8 @@ async def _call(tmp_path: Path, text: str, config: str = "") -> dict[str, Any]:
     return {**record, "printed": printed}
 
 
-def _types(record: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [e for e in record["events"] if e["type"] == kind]
+def _types(record: dict[str, Any], kind: type[Event]) -> list[LoggedEvent]:
+    return [e for e in read_events(record["events"]) if isinstance(e.event, kind)]
 
 
 @pytest.mark.parametrize("gain", [0.3, 1.0])
@@ -66,7 +76,7 @@ async def test_an_interruption_over_the_loudspeaker_is_taken_and_its_words_heard
         _caller(FAMILY, "at = 0.5") + _caller("Wait, that sounds like too much.", "barge_in_after = 2.6")))
     printed = "\n".join(record["printed"])
     assert record["engines"].get("echo_cancel") == "webrtc-aec3"
-    assert len(_types(record, "BargeIn")) == 1, printed  # before: none, the reply played on
+    assert len(_types(record, BargeIn)) == 1, printed  # before: none, the reply played on
     users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
     assert len(users) == 2 and "sounds like too much" in users[1], printed
     cut, answer = record["units"][:2]
@@ -79,12 +89,12 @@ def _paused_on_own_echo(record: dict[str, Any]) -> list[float]:
     its own echo (a stutter the caller hears)."""
     paused: float | None = None
     stutters = []
-    for event in record["events"]:
-        if event["type"] == "PlaybackPaused":
-            paused = float(event["at"])
-        elif event["type"] == "BargeIn":
+    for entry in read_events(record["events"]):
+        if isinstance(entry.event, PlaybackPaused):
+            paused = entry.at
+        elif isinstance(entry.event, BargeIn):
             paused = None
-        elif event["type"] == "PlaybackResumed" and paused is not None:
+        elif isinstance(entry.event, PlaybackResumed) and paused is not None:
             stutters.append(paused)
             paused = None
     return stutters
@@ -110,11 +120,12 @@ async def test_of_the_replies_after_barge_ins_in_a_loud_room_at_most_one_slips_o
     # you.", let go as a backchannel), or an extra turn ("Captain") came just before "Hold on,
     # is it open on Monday?"; none in 19 runs with at most one busy process beside it. One CI
     # run in 4 had one reply pause twice on it (no words recognized).
-    started = [(float(e["at"]), e["unit_id"]) for e in _types(record, "PlaybackStarted")]
+    started = [(e.at, e.event.unit_id) for e in read_events(record["events"])
+               if isinstance(e.event, PlaybackStarted)]
     paused_replies = {max((one for one in started if one[0] <= at), default=(0.0, ""))[1]
                       for at in _paused_on_own_echo(record)}
     slips = len(paused_replies)
-    assert len(_types(record, "BargeIn")) == 3, printed
+    assert len(_types(record, BargeIn)) == 3, printed
     users = [" ".join(normalize(t["text"])) for t in record["turns"] if t["role"] == "user"]
     heard_lines = [next((u for u in users if words in u), "") for _, _, words in interruptions]
     slips += len(users) - 1 - sum(1 for u in users[1:] if u in heard_lines)
@@ -139,8 +150,8 @@ async def test_twenty_replies_through_a_loud_room_never_interrupt_themselves(
                     for n in range(20))
     record = await _call(tmp_path, _call_text(1.0, replies, lines))
     printed = "\n".join(record["printed"])
-    assert not _types(record, "BargeIn"), printed
-    assert not _types(record, "PlaybackPaused"), printed
+    assert not _types(record, BargeIn), printed
+    assert not _types(record, PlaybackPaused), printed
     units = [u for u in record["units"] if u["generated"]]
     assert len(units) == 20 and all(u["heard"] == u["generated"] for u in units), printed
 
@@ -184,7 +195,7 @@ barge_in_after = 1.5
     printed = "\n".join(record["printed"])
     assert record["engines"].get("echo_cancel") == "webrtc-aec3"
     # Before: WebRTC swallowed it, the reply played on as if nothing was said.
-    heard = _types(record, "Backchannel") + _types(record, "BargeIn")
+    heard = _types(record, Backchannel) + _types(record, BargeIn)
     assert len(heard) == 1, printed
 
 

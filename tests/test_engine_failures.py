@@ -25,6 +25,7 @@ from edge_agent.events import (
 )
 from edge_agent.heard.ledger import Finalize
 from tests.fakes import FakeSpeech, speech
+from tests.logged import read_events
 from tests.timeline import Harness, stop
 
 SOUP = "Our soup today is tomato. It comes with fresh bread and butter."
@@ -95,9 +96,9 @@ async def test_the_model_failing_mid_reply_keeps_the_heard_part_and_says_the_fal
         ("u3", "Yes, the bread is homemade.", False)]
     assert [t["text"] for t in record["turns"] if t["role"] == "assistant"] == [
         SOUP_HEARD, FALLBACK_LINE, "Yes, the bread is homemade."]
-    (event,) = [e for e in record["events"] if e["type"] == "ReplyFailed"]
-    assert {k: event[k] for k in ("turn", "stage", "recovery")} == {
-        "turn": 1, "stage": "llm", "recovery": "fallback"}
+    (failed,) = [e.event for e in read_events(record["events"])
+                 if isinstance(e.event, ReplyFailed)]
+    assert (failed.turn, failed.stage, failed.recovery) == (1, "llm", "fallback")
 
 
 async def test_the_voice_failing_on_the_second_clause() -> None:

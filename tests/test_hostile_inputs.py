@@ -28,7 +28,7 @@ from edge_agent.console import describe
 from edge_agent.datadir import LOCK_NAME, data_dir_lock
 from edge_agent.errors import AlreadyRunningError
 from edge_agent.events import CallerSpoke, LoggedEvent
-from tests.cli import edge_agent
+from tests.cli import edge_agent, write_config
 
 CONFIG_ERROR = 2
 OUTPUT_ERROR = 7
@@ -140,8 +140,7 @@ def suspicious_cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("key", "literal"), suspicious_cases(), ids=lambda v: str(v)[:30])
 def test_suspicious_values_run_with_one_warning(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, literal: str) -> None:
-    config = tmp_path / "odd.toml"
-    config.write_text(f'data_dir = "{tmp_path}"\n' + toml_for(key, literal), encoding="utf-8")
+    config = write_config(tmp_path, toml_for(key, literal), name="odd.toml", data_dir=tmp_path)
     code, lines, _ = _run(capsys, "-c", str(config), "models", "list")
     assert code == 0, lines
     assert len(lines) == 1, lines
@@ -235,8 +234,7 @@ def call_cases() -> list[tuple[str, str, str]]:
 def test_every_call_file_key_refuses_what_cannot_work(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, key: str,
         reason: str) -> None:
-    config = tmp_path / "good.toml"
-    config.write_text(f'data_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="good.toml")
     call = tmp_path / "call.toml"
     call.write_text(body, encoding="utf-8")
     code, lines, _ = _run(capsys, "-c", str(config), "demo", "--call", str(call))
@@ -251,8 +249,7 @@ def test_a_call_file_cannot_run_code_and_the_database_survives(
     data.mkdir()
     database = data / "edge-agent.db"
     database.write_bytes(b"bookings")
-    config = tmp_path / "good.toml"
-    config.write_text(f'data_dir = "{data}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="good.toml", data_dir=data)
     for tool in ("os:remove", "shutil:rmtree", "builtins:exec", "book_table_but_not"):
         call = tmp_path / "call.toml"
         call.write_text(f'[agent]\ntools = ["{tool}"]\n' + CALLER, encoding="utf-8")
@@ -278,9 +275,8 @@ def test_config_code_must_be_a_factory_of_the_right_shape(
     marker = tmp_path / "data" / "edge-agent.db"
     marker.parent.mkdir()
     marker.write_bytes(b"bookings")
-    config = tmp_path / "tools.toml"
-    config.write_text(f'data_dir = "{marker.parent}"\n[tools]\nenabled = ["{target}"]\n',
-                      encoding="utf-8")
+    config = write_config(tmp_path, f'[tools]\nenabled = ["{target}"]\n', name="tools.toml",
+                          data_dir=marker.parent)
     line = _one_error_line(*_run(capsys, "-c", str(config), "demo")[:2], CONFIG_ERROR)
     assert ": tools.enabled: " in line and reason in line, line
     assert marker.read_bytes() == b"bookings"
@@ -298,8 +294,7 @@ def takes_two(db_path: Path, other: str) -> None:
 
 
 def test_a_service_refuses_a_config_others_can_write(tmp_path: Path) -> None:
-    config = tmp_path / "shared.toml"
-    config.write_text(f'data_dir = "{tmp_path}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="shared.toml", data_dir=tmp_path)
     config.chmod(0o666)
     env = {"INVOCATION_ID": "0123456789abcdef"}
     result = edge_agent("models", "list", config=config, env=env, timeout=60)
@@ -316,8 +311,7 @@ def test_a_service_refuses_a_config_others_can_write(tmp_path: Path) -> None:
 
 def test_unwritable_record_is_refused_before_the_session(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = tmp_path / "good.toml"
-    config.write_text(f'data_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="good.toml")
     for command in ("run", "demo"):
         code, lines, out = _run(capsys, "-c", str(config), command, "--json",
                                 "/proc/nope/s.json")
@@ -342,8 +336,7 @@ def test_a_data_dir_that_is_a_file_is_refused_at_start(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     not_a_dir = tmp_path / "data"
     not_a_dir.write_text("oops", encoding="utf-8")
-    config = tmp_path / "c.toml"
-    config.write_text(f'data_dir = "{not_a_dir}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="c.toml", data_dir=not_a_dir)
     for argv in (("run", "--duration", "1"), ("models", "fetch", "vosk-small-en-us")):
         line = _one_error_line(*_run(capsys, "-c", str(config), *argv)[:2], CONFIG_ERROR)
         assert ": data_dir: " in line and "is a file, not a directory" in line
@@ -357,8 +350,7 @@ def test_a_read_only_data_dir_is_refused_at_start(
     data = tmp_path / "data"
     data.mkdir()
     data.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    config = tmp_path / "c.toml"
-    config.write_text(f'data_dir = "{data}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="c.toml", data_dir=data)
     line = _one_error_line(*_run(capsys, "-c", str(config), "run", "--duration", "1")[:2],
                            CONFIG_ERROR)
     assert "not writable" in line
@@ -376,8 +368,7 @@ def test_a_data_dir_that_cannot_be_created_is_refused_at_start(
 
 def test_a_second_live_agent_on_the_same_data_dir_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = tmp_path / "c.toml"
-    config.write_text(f'data_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="c.toml")
     with data_dir_lock(load_config(config)):
         line = _one_error_line(*_run(capsys, "-c", str(config), "run", "--duration", "1")[:2],
                                ALREADY_RUNNING)
@@ -389,8 +380,7 @@ def test_a_second_live_agent_on_the_same_data_dir_is_refused(
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
-    config = tmp_path / "c.toml"
-    config.write_text(f'data_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+    config = write_config(tmp_path, name="c.toml")
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys\nfrom edge_agent.config_file import load_config\n"
          "from edge_agent.datadir import data_dir_lock\n"

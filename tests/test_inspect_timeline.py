@@ -7,7 +7,18 @@ import math
 
 import pytest
 
-from edge_agent.events import Backchannel
+from edge_agent.engines.base import ToolCall
+from edge_agent.events import (
+    Backchannel,
+    EchoIgnored,
+    ReplyFailed,
+    SpeculationCancelled,
+    ToolUsed,
+    TurnDropped,
+    TurnStage,
+    UserSpeechEnded,
+    UserTurn,
+)
 from edge_agent.inspect.envelope import BUCKET_S, envelope
 from edge_agent.inspect.layout import strips
 from edge_agent.inspect.model import Pause, UnitView
@@ -69,25 +80,25 @@ def test_decisions_turn_numbers_and_latency_stages() -> None:
     built.agent("hello how can I help", 0.2)
     answer = built.caller("what time do you open", 2.0, 1.2, silence_ms=350)
     built.agent("we open at nine", answer)
-    built.overlap("Backchannel", "okay", answer + 0.3, 0.4)
-    built.overlap("EchoIgnored", "open at nine", answer + 2.0, 0.5)
+    built.overlap(Backchannel, "okay", answer + 0.3, 0.4)
+    built.overlap(EchoIgnored, "open at nine", answer + 2.0, 0.5)
     built.speech(8.0, 0.3)
-    built.event(8.8, "UserSpeechEnded", audio_time=8.77, silence_ms=500)
-    built.event(8.81, "TurnDropped", audio_time=8.77)
+    built.event(8.8, UserSpeechEnded(audio_time=8.77, silence_ms=500))
+    built.event(8.81, TurnDropped(audio_time=8.77))
     # Recognized, but only a speculative transcript and no answer: no session was open.
     built.speech(10.0, 0.8)
-    built.event(11.05, "TurnStage", turn=2, stage="transcript", speculative=True)
-    built.event(11.1, "UserSpeechEnded", audio_time=11.07, silence_ms=300)
-    built.event(11.11, "UserTurn", text="hey kiosk", words=[])
+    built.event(11.05, TurnStage(turn=2, stage="transcript", speculative=True))
+    built.event(11.1, UserSpeechEnded(audio_time=11.07, silence_ms=300))
+    built.event(11.11, UserTurn(text="hey kiosk", words=()))
     # A speculation thrown away (speech resumed): the stages published again are the answer's.
     built.speech(13.0, 0.5)
-    built.event(13.8, "TurnStage", turn=2, stage="transcript", speculative=True)
-    built.event(13.85, "SpeculationCancelled", turn=2, reason="speech resumed")
-    built.event(14.6, "TurnStage", turn=2, stage="transcript", speculative=True)
-    built.event(14.7, "UserSpeechEnded", audio_time=14.67, silence_ms=300)
-    built.event(14.71, "UserTurn", text="book a table", words=[])
-    built.event(14.75, "TurnStage", turn=2, stage="first_token", speculative=False)
-    built.event(14.9, "TurnStage", turn=2, stage="first_audio", speculative=False)
+    built.event(13.8, TurnStage(turn=2, stage="transcript", speculative=True))
+    built.event(13.85, SpeculationCancelled(turn=2, reason="speech resumed"))
+    built.event(14.6, TurnStage(turn=2, stage="transcript", speculative=True))
+    built.event(14.7, UserSpeechEnded(audio_time=14.67, silence_ms=300))
+    built.event(14.71, UserTurn(text="book a table", words=()))
+    built.event(14.75, TurnStage(turn=2, stage="first_token", speculative=False))
+    built.event(14.9, TurnStage(turn=2, stage="first_audio", speculative=False))
     built.agent("for how many", 14.9)
     run = build_timeline(built.record()).runs[0]
 
@@ -119,16 +130,16 @@ def test_tool_calls_and_failures_belong_to_their_turn() -> None:
     built = SessionBuilder()
     answer = built.caller("book a table for four", 1.0, 1.5)
     built.agent("let me book that", answer)
-    call = {"call_id": "c1", "name": "book_table", "arguments": '{"people": 4}'}
-    built.event(answer + 1.5, "ToolUsed", turn=1, call=call, result="booked #12")
-    built.event(answer + 1.6, "ReplyFailed", turn=1, stage="llm", error="RuntimeError: x",
-                recovery="fallback")
+    call = ToolCall("c1", "book_table", '{"people": 4}')
+    built.event(answer + 1.5, ToolUsed(turn=1, call=call, result="booked #12"))
+    built.event(answer + 1.6, ReplyFailed(turn=1, stage="llm", error="RuntimeError: x",
+                                          recovery="fallback"))
     built.agent("sorry something went wrong", answer + 1.7)
     (row,) = build_timeline(built.record()).runs[0].rows
     assert row.unit_ids == ("u1", "u2")
     assert [(m.kind, m.label) for m in row.happenings] == [
         ("tool", 'tool book_table({"people": 4}) -> booked #12'),
-        ("failed", "llm failed: RuntimeError: x (fallback)")]
+        ("failed", "turn 1: the llm failed (RuntimeError: x); said the fallback line")]
 
 
 def test_a_resumed_session_is_one_run_per_clock() -> None:

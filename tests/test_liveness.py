@@ -22,9 +22,16 @@ from edge_agent.config import Config
 from edge_agent.conversation.model import Model
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.engines.llm.scripted import ScriptedLanguageModel
-from edge_agent.events import EventLog
+from edge_agent.events import (
+    CallerSpoke,
+    Event,
+    EventLog,
+    TurnStage,
+    UserTurn,
+)
 from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.owner import OwnerThread
+from tests.logged import read_events
 
 LOOP_STALL_LIMIT_S = 1.0
 
@@ -84,9 +91,9 @@ async def _call(tmp_path: Path, text: str, max_seconds: float = 120.0
     return dict(record), printed
 
 
-def _at(record: dict[str, Any], kind: str, **fields: Any) -> list[float]:
-    return [e["at"] for e in record["events"]
-            if e["type"] == kind and all(e.get(k) == v for k, v in fields.items())]
+def _at(record: dict[str, Any], kind: type[Event], **fields: Any) -> list[float]:
+    return [e.at for e in read_events(record["events"]) if isinstance(e.event, kind)
+            and all(getattr(e.event, k) == v for k, v in fields.items())]
 
 
 UNPUNCTUATED = " ".join(["the terrace has twelve tables heated in winter and a quiet room at "
@@ -107,8 +114,8 @@ at = 0.5
 say = "Wait, what about Sunday?"
 barge_in_after = 3.0
 ''')
-    turns = _at(record, "UserTurn")
-    first_audio = _at(record, "TurnStage", stage="first_audio")
+    turns = _at(record, UserTurn)
+    first_audio = _at(record, TurnStage, stage="first_audio")
     assert len(turns) == 2 and len(first_audio) == 2, printed
     # Before: 680 words were one clause, synthesized whole (8.6 s for 600 words) before a
     # sound, and the cut reply's synthesis held the voice for 24 s after the barge-in.
@@ -130,7 +137,7 @@ replies = ["Hello."]
 say = "Hi there."
 after_agent_done = true
 ''')
-    spoke = _at(record, "CallerSpoke")
+    spoke = _at(record, CallerSpoke)
     assert spoke and spoke[0] < 2.0, printed  # before: 45 s waiting for a reply never coming
     assert not [line for line in printed if "did not finish its reply" in line]
 

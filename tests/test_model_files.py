@@ -21,7 +21,7 @@ from edge_agent.engines.moonshine import MODEL_FILES, MoonshineRecognizer
 from edge_agent.engines.tts import PiperSpeech, read_voice_config
 from edge_agent.engines.vad import SileroVad
 from edge_agent.errors import ModelFileError
-from tests.cli import edge_agent
+from tests.cli import edge_agent, write_config
 
 MODEL_ERROR = 3  # ModelFileError.exit_code
 
@@ -116,11 +116,9 @@ def test_a_voice_rate_of_zero_is_one_clear_error_from_the_cli(tmp_path: Path) ->
     voice = _voice(tmp_path, {"sample_rate": 0})
     vad = tmp_path / "vad.onnx"
     vad.write_bytes(b"never loaded: the voice fails first")
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f'data_dir = "{(tmp_path / "data").as_posix()}"\n'
-                      f'[vad]\nmodel = "{vad.as_posix()}"\n'
-                      f'[stt]\nengine = "vosk"\nvosk_model = "{tmp_path.as_posix()}"\n'
-                      f'[tts]\nvoice = "{voice.as_posix()}"\n', encoding="utf-8")
+    config = write_config(tmp_path, f'[vad]\nmodel = "{vad.as_posix()}"\n'
+                          f'[stt]\nengine = "vosk"\nvosk_model = "{tmp_path.as_posix()}"\n'
+                          f'[tts]\nvoice = "{voice.as_posix()}"\n')
     result = edge_agent("demo", config=config, timeout=120)
     assert result.returncode == MODEL_ERROR, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
@@ -161,10 +159,8 @@ def test_moonshine_files_swapped_name_the_file_and_the_swap(tmp_path: Path,
 @pytest.mark.models
 def test_a_vad_that_is_not_silero_is_one_clear_error_from_the_cli(tmp_path: Path) -> None:
     vad = _classifier(tmp_path / "classifier.onnx")
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f'data_dir = "{(tmp_path / "data").as_posix()}"\n'
-                      f'[vad]\nmodel = "{vad.as_posix()}"\n'
-                      '[stt]\nengine = "pocketsphinx"\n', encoding="utf-8")
+    config = write_config(tmp_path, f'[vad]\nmodel = "{vad.as_posix()}"\n'
+                          '[stt]\nengine = "pocketsphinx"\n')
     result = edge_agent("demo", config=config, timeout=300)
     assert result.returncode == MODEL_ERROR, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr

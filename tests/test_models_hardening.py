@@ -19,7 +19,7 @@ from edge_agent.errors import ConfigError, ModelFetchError, ModelFileError
 from edge_agent.models import hashrecord
 from edge_agent.models.catalog import HASHES_FILE, load_catalog
 from edge_agent.models.fetch import fetch_model
-from tests.cli import edge_agent
+from tests.cli import edge_agent, write_config
 from tests.model_server import (
     FETCH_ERROR,
     Server,
@@ -257,7 +257,7 @@ def test_trickling_server_hits_the_deadline(server: Server, tmp_path: Path) -> N
 
 def _data_dir_setup(tmp_path: Path, data_dir: Path) -> Setup:
     setup = write_setup(tmp_path, {"m": single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})
-    setup.config.write_text(f'data_dir = "{data_dir.as_posix()}"\n', encoding="utf-8")
+    write_config(setup.config.parent, name=setup.config.name, data_dir=data_dir)
     return Setup(setup.tmp, setup.config, setup.manifest, data_dir / "models")
 
 
@@ -406,8 +406,7 @@ def test_damaged_built_in_model_stops_the_cli_with_exit_3(tmp_path: Path) -> Non
     (model_dir / entry).write_bytes(b"GGUF" + random_bytes(5000))
     hashrecord.write_record(model_dir)
     (model_dir / entry).write_bytes(b"GGUF" + bytes(5000))
-    config = tmp_path / "edge-agent.toml"
-    config.write_text(f'data_dir = "{data_dir.as_posix()}"\n[llm]\nmodel = "{name}"\n')
+    config = write_config(tmp_path, f'[llm]\nmodel = "{name}"\n', data_dir=data_dir)
     result = edge_agent("bench", "memory", "--json", tmp_path / "out.json", config=config)
     assert_clean_error(result, FILE_ERROR)
     assert f"edge-agent models fetch {name}" in result.stderr

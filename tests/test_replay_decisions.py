@@ -3,46 +3,63 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    EchoIgnored,
+    Event,
+    LoggedEvent,
+    Notice,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStarted,
+    SessionStarted,
+    SpeculationCancelled,
+    TurnDropped,
+    TurnStage,
+    UserSpeechStarted,
+    UserTurn,
+)
 from edge_agent.replay import EXIT_DIFFERS
 from edge_agent.replay.agent_script import AgentScript
 from edge_agent.replay.decisions import Decision, compare, decisions, differences
 from edge_agent.replay.report import report_json, report_lines
 from edge_agent.replay.run import ReplayResult
+from tests.logged import finalized
 
 
-def ev(kind: str, at: float, **fields: Any) -> dict[str, Any]:
-    return {"at": at, "type": kind, **fields}
+def ev(event: Event, at: float) -> LoggedEvent:
+    return LoggedEvent(at, event)
 
 
-def final(unit_id: str, generated: str, heard: str, at: float) -> dict[str, Any]:
-    return ev("UnitFinalized", at, finalize={"unit_id": unit_id, "generated": generated,
-                                             "heard": heard, "played_samples": 1})
+def final(unit_id: str, generated: str, heard: str, at: float) -> LoggedEvent:
+    return ev(finalized(unit_id, generated, heard, played_samples=1), at)
 
 
 GREETING = "Hi, Luigi's."
 TABLES = "We have three tables. One at 7, one at 8."
 
 
-def recorded_events() -> list[dict[str, Any]]:
+def recorded_events() -> list[LoggedEvent]:
     return [
-        ev("SessionStarted", 0.0, session=1, how="start-up"),
-        ev("PlaybackStarted", 0.1, unit_id="u1"), final("u1", GREETING, GREETING, 1.0),
-        ev("UserSpeechStarted", 1.5, audio_time=1.4),
-        ev("TurnStage", 2.0, turn=1, stage="transcript", speculative=True),
-        ev("SpeculationCancelled", 2.1, turn=1, reason="speech resumed"),
-        ev("UserTurn", 2.5, text="A table for four.", words=[]),
-        ev("PlaybackStarted", 2.6, unit_id="u2"),
-        ev("PlaybackPaused", 3.0, unit_id="u2"),
-        ev("Backchannel", 3.4, text="Mm-hm", speech_ms=300),
-        ev("PlaybackResumed", 3.4, unit_id="u2"),
-        ev("EchoIgnored", 3.8, text="one at seven", playing="One at 7"),
-        ev("TurnDropped", 3.9, audio_time=3.8),
-        ev("PlaybackPaused", 4.0, unit_id="u2"),
-        ev("BargeIn", 4.2, unit_id="u2", words="wait"),
+        ev(SessionStarted(session=1, how="start-up"), 0.0),
+        ev(PlaybackStarted(unit_id="u1"), 0.1), final("u1", GREETING, GREETING, 1.0),
+        ev(UserSpeechStarted(audio_time=1.4), 1.5),
+        ev(TurnStage(turn=1, stage="transcript", speculative=True), 2.0),
+        ev(SpeculationCancelled(turn=1, reason="speech resumed"), 2.1),
+        ev(UserTurn(text="A table for four.", words=()), 2.5),
+        ev(PlaybackStarted(unit_id="u2"), 2.6),
+        ev(PlaybackPaused(unit_id="u2"), 3.0),
+        ev(Backchannel(text="Mm-hm", speech_ms=300), 3.4),
+        ev(PlaybackResumed(unit_id="u2"), 3.4),
+        ev(EchoIgnored(text="one at seven", playing="One at 7"), 3.8),
+        ev(TurnDropped(audio_time=3.8), 3.9),
+        ev(PlaybackPaused(unit_id="u2"), 4.0),
+        ev(BargeIn(unit_id="u2", words="wait"), 4.2),
         final("u2", TABLES, "We have three tables.", 4.2),
-        ev("UserTurn", 5.0, text="Wait, at 8.", words=[]),
+        ev(UserTurn(text="Wait, at 8.", words=()), 5.0),
     ]
 
 
@@ -65,7 +82,8 @@ def test_the_turn_taking_outcomes_are_read_in_order() -> None:
 
 def test_the_same_decisions_at_other_times_are_the_same() -> None:
     recorded = decisions(recorded_events())
-    replayed = decisions([{**event, "at": event["at"] - 0.3} for event in recorded_events()])
+    replayed = decisions([dataclasses.replace(entry, at=entry.at - 0.3)
+                          for entry in recorded_events()])
     rows = compare(recorded, replayed)
     assert [row["status"] for row in rows] == ["same"] * len(recorded)
     assert differences(rows) == 0
@@ -76,10 +94,10 @@ def test_differences_are_paired_by_kind_and_unit_or_stand_alone() -> None:
     events = recorded_events()
     # The replay: no pause at the second onset, the cut one word later, the backchannel taken
     # for an interruption (a barge-in and an answer more).
-    events[13] = ev("Notice", 4.0, text="no pause")
+    events[13] = ev(Notice(text="no pause"), 4.0)
     events[15] = final("u2", TABLES, "We have three tables. One", 4.2)
-    events[9] = ev("BargeIn", 3.4, unit_id="u2", words="Mm-hm")
-    events.insert(10, ev("UserTurn", 3.5, text="Mm-hm.", words=[]))
+    events[9] = ev(BargeIn(unit_id="u2", words="Mm-hm"), 3.4)
+    events.insert(10, ev(UserTurn(text="Mm-hm.", words=()), 3.5))
     rows = compare(recorded, decisions(events))
     summary = [(row["status"], (row["recorded"] or row["replay"] or {"kind": None})["kind"])
                for row in rows]

@@ -71,7 +71,7 @@ async def test_a_replay_of_the_recording_decides_everything_as_it_did(tmp_path: 
     assert len(cut) == 1 and cut[0]["text"] and HOURS.startswith(cut[0]["text"])
     # The caller cut in relative to the reply, not at its recorded time.
     cue = result.lines[1].cue
-    assert cue is not None and cue.event == "PlaybackStarted" and cue.unit == "u2"
+    assert cue is not None and cue.event is PlaybackStarted and cue.unit == "u2"
     assert result.notes == ()
     # The same replay again: the same result (the virtual clock, engines inline).
     again = await _replay(_config(), record, clips)

@@ -5,7 +5,6 @@ the recorded tools, the recorded voice timings, and the devices that keep the fr
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -13,12 +12,23 @@ from edge_agent.audio.pcm import silence
 from edge_agent.clock import VirtualClock
 from edge_agent.engines.base import ToolCall
 from edge_agent.engines.llm.scripted import ScriptedToolReply
-from edge_agent.events import EventLog, PlaybackStarted
+from edge_agent.events import (
+    Event,
+    EventLog,
+    LoggedEvent,
+    PlaybackPaused,
+    PlaybackStarted,
+    SessionStarted,
+    ToolUsed,
+    UnitFinalized,
+    UserSpeechEnded,
+    UserSpeechStarted,
+    UserTurn,
+)
+from edge_agent.memory.record import LlmRequestRecord
 from edge_agent.replay.agent_script import ToolResult, agent_script, recorded_toolbox
 from edge_agent.replay.devices import AlignedSpeaker, ReplayCaller, UnitStart, unit_starts
 from edge_agent.replay.placement import (
-    PLAYBACK_STARTED,
-    UNIT_FINALIZED,
     CallerSegment,
     Cue,
     ReplayLine,
@@ -29,17 +39,16 @@ from edge_agent.replay.timeline import FRAME_SECONDS as F
 from edge_agent.replay.timeline import build_timeline
 from edge_agent.replay.voice import RecordedSpeech, RecordedUnit, RecordedWord
 from tests.fakes import FakeSpeech
+from tests.logged import finalized, shifted
 
 
-def ev(kind: str, at: float, run: str = "r1", **fields: Any) -> dict[str, Any]:
-    return {"at": at, "type": kind, "run_id": run, **fields}
+def ev(event: Event, at: float, run: str = "r1") -> LoggedEvent:
+    return LoggedEvent(at, event, run)
 
 
 def final(unit_id: str, generated: str, heard: str | None = None, at: float = 0.0,
-          run: str = "r1") -> dict[str, Any]:
-    return ev("UnitFinalized", at, run, finalize={
-        "unit_id": unit_id, "generated": generated,
-        "heard": generated if heard is None else heard})
+          run: str = "r1") -> LoggedEvent:
+    return ev(finalized(unit_id, generated, heard), at, run)
 
 
 def _cue(event: str, count: int, after: float, unit: str) -> tuple[object, ...]:
@@ -61,12 +70,12 @@ def segment(start: float, onset: float | None = None, frames: int = 10,
 
 def test_the_microphone_start_is_read_off_the_speech_events_and_runs_follow_each_other() -> None:
     events = [
-        ev("SessionStarted", 0.02, how="start-up"),
-        ev("UserSpeechStarted", 0.6935, audio_time=0.576),     # 96 ms (3 frames) later
-        ev("UserSpeechEnded", 2.0209, audio_time=2.0),         # the loop 0.6 ms late
-        ev("UserSpeechEnded", 5.0450, audio_time=5.024),       # 1.0 ms late
-        ev("UserSpeechStarted", 0.5, run="r2", audio_time=0.384),
-        ev("UserSpeechEnded", 1.3, run="r2", audio_time=1.28),
+        ev(SessionStarted(session=1, how="start-up"), 0.02),
+        ev(UserSpeechStarted(audio_time=0.576), 0.6935),     # 96 ms (3 frames) later
+        ev(UserSpeechEnded(audio_time=2.0), 2.0209),         # the loop 0.6 ms late
+        ev(UserSpeechEnded(audio_time=5.024), 5.0450),       # 1.0 ms late
+        ev(UserSpeechStarted(audio_time=0.384), 0.5, run="r2"),
+        ev(UserSpeechEnded(audio_time=1.28), 1.3, run="r2"),
     ]
     timeline = build_timeline(events, onset_frames=9)
     first, second = timeline.runs
@@ -82,12 +91,11 @@ def test_the_microphone_start_is_read_off_the_speech_events_and_runs_follow_each
 
 def test_a_run_whose_session_opened_days_after_its_start_replays_from_just_before_it() -> None:
     days = 3 * 24 * 3600  # a service that ran three days before someone came
-    near = [ev("SessionStarted", 0.02, how="speech"),
-            ev("UserSpeechStarted", 0.6935, audio_time=0.576),
-            ev("UserSpeechEnded", 2.0209, audio_time=2.0)]
-    far = [{**event, "at": event["at"] + days, **({"audio_time": event["audio_time"] + days}
-                                                    if "audio_time" in event else {})}
-           for event in near]
+    near = [ev(SessionStarted(session=1, how="speech"), 0.02),
+            ev(UserSpeechStarted(audio_time=0.576), 0.6935),
+            ev(UserSpeechEnded(audio_time=2.0), 2.0209)]
+    far = [LoggedEvent(entry.at + days, shifted(entry.event, days), entry.run_id)
+           for entry in near]
     timeline = build_timeline(far, onset_frames=3)
     run = timeline.runs[0]
     assert run.skipped > days - 3 and (run.skipped / F) == pytest.approx(round(run.skipped / F))
@@ -96,26 +104,26 @@ def test_a_run_whose_session_opened_days_after_its_start_replays_from_just_befor
     same = build_timeline(near, onset_frames=3)
     for moved, kept in zip(timeline.events, same.events, strict=True):
         assert ((moved.t - kept.t) / F) == pytest.approx(round((moved.t - kept.t) / F), abs=1e-6)
-    onset = run.audio_to_replay(float(far[1]["audio_time"]))
+    onset = run.audio_to_replay(days + 0.576)
     assert onset == pytest.approx(timeline.events[1].t - 3 * F, abs=1e-3)
 
 
 def test_a_run_without_speech_is_not_pinned() -> None:
-    timeline = build_timeline([ev("SessionStarted", 0.02, how="start-up"),
-                               ev("PlaybackStarted", 0.1, unit_id="u1")], onset_frames=3)
+    timeline = build_timeline([ev(SessionStarted(session=1, how="start-up"), 0.02),
+                               ev(PlaybackStarted(unit_id="u1"), 0.1)], onset_frames=3)
     assert not timeline.runs[0].pinned and timeline.runs[0].mic_start == 0.0
 
 
 # -- placement ---------------------------------------------------------------------------------
 
-def _call_events() -> list[dict[str, Any]]:
+def _call_events() -> list[LoggedEvent]:
     return [
-        ev("UserSpeechEnded", 0.0, audio_time=0.0),  # pins the microphone at 0
-        ev("PlaybackStarted", 1.0, unit_id="u1"), final("u1", "Hello.", at=3.0),
-        ev("PlaybackStarted", 4.0, unit_id="u2"), final("u2", "We open at nine.", at=6.0),
+        ev(UserSpeechEnded(audio_time=0.0), 0.0),  # pins the microphone at 0
+        ev(PlaybackStarted(unit_id="u1"), 1.0), final("u1", "Hello.", at=3.0),
+        ev(PlaybackStarted(unit_id="u2"), 4.0), final("u2", "We open at nine.", at=6.0),
         final("u3", "", at=7.0),  # an empty unit: nobody waits for it
-        ev("PlaybackStarted", 8.0, unit_id="u4"), final("u4", "Bye.", at=8.5),
-        ev("PlaybackStarted", 8.6, unit_id="u5"), final("u5", "Really bye.", at=9.5),
+        ev(PlaybackStarted(unit_id="u4"), 8.0), final("u4", "Bye.", at=8.5),
+        ev(PlaybackStarted(unit_id="u5"), 8.6), final("u5", "Really bye.", at=9.5),
     ]
 
 
@@ -131,11 +139,11 @@ def test_each_segment_is_placed_relative_to_what_the_agent_did() -> None:
     assert [line.segment for line in lines] == [before, answer, cut_in, again, late, after_two]
     cues = [cue_of(line) for line in lines]
     assert cues[0] is None
-    assert cues[1] == _cue(UNIT_FINALIZED, 1, 0.2, "u1")
-    assert cues[2] == _cue(PLAYBACK_STARTED, 1, 0.512, "u2")
-    assert cues[3] == _cue(PLAYBACK_STARTED, 0, 1.024, "u2")
-    assert cues[4] == _cue(UNIT_FINALIZED, 1, 1.5, "u2")
-    assert cues[5] == _cue(UNIT_FINALIZED, 2, 0.2, "u5")
+    assert cues[1] == _cue(UnitFinalized, 1, 0.2, "u1")
+    assert cues[2] == _cue(PlaybackStarted, 1, 0.512, "u2")
+    assert cues[3] == _cue(PlaybackStarted, 0, 1.024, "u2")
+    assert cues[4] == _cue(UnitFinalized, 1, 1.5, "u2")
+    assert cues[5] == _cue(UnitFinalized, 2, 0.2, "u5")
     shown = line_record(lines[2])
     assert shown["barge_in_after"] == pytest.approx(0.512) and not shown["after_agent_done"]
     assert shown["at"] is None and shown["cue_unit"] == "u2" and shown["cue_count"] == 1
@@ -145,18 +153,18 @@ def test_each_segment_is_placed_relative_to_what_the_agent_did() -> None:
 def test_a_segment_counts_cues_from_the_start_of_the_previous_one() -> None:
     # The previous segment's turn ended late in the recording (its recognizer was slow): the
     # reply began before the segment's audio was over. It still counts as the next cue.
-    events = [ev("UserSpeechEnded", 0.0, audio_time=0.0),
-              ev("PlaybackStarted", 2.0, unit_id="u1"), final("u1", "Yes, at nine.", at=4.0)]
+    events = [ev(UserSpeechEnded(audio_time=0.0), 0.0),
+              ev(PlaybackStarted(unit_id="u1"), 2.0), final("u1", "Yes, at nine.", at=4.0)]
     question = segment(0.5, frames=50)          # ends at 2.1 s, after u1 started
     overlap = segment(2.5, frames=5)
     lines = place_lines([question, overlap], build_timeline(events, 3))
-    assert cue_of(lines[1]) == _cue(PLAYBACK_STARTED, 1, 0.5, "u1")
+    assert cue_of(lines[1]) == _cue(PlaybackStarted, 1, 0.5, "u1")
 
 
 def test_a_restart_is_never_a_cue() -> None:
-    events = [ev("UserSpeechEnded", 0.0, audio_time=0.0),
-              ev("PlaybackStarted", 1.0, unit_id="u1"), final("u1", "Hello.", at=2.0),
-              ev("UserSpeechEnded", 1.0, run="r2", audio_time=1.0)]
+    events = [ev(UserSpeechEnded(audio_time=0.0), 0.0),
+              ev(PlaybackStarted(unit_id="u1"), 1.0), final("u1", "Hello.", at=2.0),
+              ev(UserSpeechEnded(audio_time=1.0), 1.0, run="r2")]
     timeline = build_timeline(events, 3)
     base = timeline.runs[1].base
     lines = place_lines([segment(base + 0.5)], timeline)
@@ -165,29 +173,29 @@ def test_a_restart_is_never_a_cue() -> None:
 
 # -- what the agent says again ---------------------------------------------------------------
 
-def _requests(*turns: tuple[int, int]) -> list[dict[str, Any]]:
+def _requests(*turns: tuple[int, int]) -> list[LlmRequestRecord]:
     return [{"turn": turn, "hop": hop, "messages": []} for turn, hop in turns]
 
 
 BOOKED = "booked: B1"
 
 
-def _booking_events(say_before_tool: bool) -> list[dict[str, Any]]:
-    units = ([ev("PlaybackStarted", 3.0, unit_id="u2"), final("u2", "Let me book that.", at=4)]
+def _booking_events(say_before_tool: bool) -> list[LoggedEvent]:
+    units = ([ev(PlaybackStarted(unit_id="u2"), 3.0), final("u2", "Let me book that.", at=4)]
              if say_before_tool else [])
     last = "u3" if say_before_tool else "u2"
     return [
-        ev("SessionStarted", 0.0, how="start-up"),
-        ev("PlaybackStarted", 0.1, unit_id="u1"), final("u1", "Hi, Luigi's.", at=1.0),
-        ev("UserTurn", 2.0, text="A table for four at seven."),
+        ev(SessionStarted(session=1, how="start-up"), 0.0),
+        ev(PlaybackStarted(unit_id="u1"), 0.1), final("u1", "Hi, Luigi's.", at=1.0),
+        ev(UserTurn(text="A table for four at seven.", words=()), 2.0),
         *units,
-        ev("ToolUsed", 3.5, turn=1, result=BOOKED,
-           call={"call_id": "c1", "name": "book_table", "arguments": '{"people": 4}'}),
-        ev("PlaybackStarted", 4.1, unit_id=last), final(last, "Done, see you at seven.", at=6),
-        ev("UserTurn", 7.0, text="Thanks."),
+        ev(ToolUsed(turn=1, call=ToolCall("c1", "book_table", '{"people": 4}'), result=BOOKED),
+           3.5),
+        ev(PlaybackStarted(unit_id=last), 4.1), final(last, "Done, see you at seven.", at=6),
+        ev(UserTurn(text="Thanks.", words=()), 7.0),
         # stopped by the next user turn before it played: still the reply to "Thanks."
-        ev("UserTurn", 7.5, text="Bye."), final("u9", "You're welcome and", heard="", at=7.5),
-        ev("PlaybackStarted", 8.0, unit_id="u10"), final("u10", "Goodbye!", at=9.0),
+        ev(UserTurn(text="Bye.", words=()), 7.5), final("u9", "You're welcome and", heard="", at=7.5),
+        ev(PlaybackStarted(unit_id="u10"), 8.0), final("u10", "Goodbye!", at=9.0),
     ]
 
 
@@ -205,11 +213,11 @@ def test_each_request_gets_what_the_recorded_model_generated(say_before_tool: bo
 
 def test_a_session_opened_by_speech_has_no_greeting_and_runs_number_turns_anew() -> None:
     events = [
-        ev("UserTurn", 1.0, text="Hello?"), ev("SessionStarted", 1.0, how="speech"),
-        ev("PlaybackStarted", 1.5, unit_id="u1"), final("u1", "Hi there.", at=2.0),
-        ev("SessionStarted", 0.1, run="r2", how="resumed"),
-        ev("UserTurn", 1.0, run="r2", text="Still there?"),
-        ev("PlaybackStarted", 1.5, run="r2", unit_id="u2"), final("u2", "Yes.", at=2.0, run="r2"),
+        ev(UserTurn(text="Hello?", words=()), 1.0), ev(SessionStarted(session=1, how="speech"), 1.0),
+        ev(PlaybackStarted(unit_id="u1"), 1.5), final("u1", "Hi there.", at=2.0),
+        ev(SessionStarted(session=1, how="resumed"), 0.1, run="r2"),
+        ev(UserTurn(text="Still there?", words=()), 1.0, run="r2"),
+        ev(PlaybackStarted(unit_id="u2"), 1.5, run="r2"), final("u2", "Yes.", at=2.0, run="r2"),
     ]
     script = agent_script(_requests((1, 1), (1, 1)), build_timeline(events, 3))
     assert script.session_start == "speech" and script.greeting == ""
@@ -217,8 +225,8 @@ def test_a_session_opened_by_speech_has_no_greeting_and_runs_number_turns_anew()
 
 
 def test_units_without_a_request_are_reported() -> None:
-    events = [ev("SessionStarted", 0.0, how="start-up"), ev("UserTurn", 1.0, text="Hi."),
-              ev("PlaybackStarted", 1.5, unit_id="u1"), final("u1", "Hello.", at=2.0)]
+    events = [ev(SessionStarted(session=1, how="start-up"), 0.0), ev(UserTurn(text="Hi.", words=()), 1.0),
+              ev(PlaybackStarted(unit_id="u1"), 1.5), final("u1", "Hello.", at=2.0)]
     script = agent_script([], build_timeline(events, 3))
     assert script.replies == () and "turn 1: 1 unit(s)" in script.notes[0]
 
@@ -281,13 +289,13 @@ def fields_of(start: UnitStart) -> tuple[object, ...]:
 
 
 async def test_a_unit_starts_as_long_after_its_line_as_recorded_at_the_recorded_phase() -> None:
-    events = [ev("UserSpeechEnded", 0.0, audio_time=0.0),
-              ev("PlaybackStarted", 1.0 + 0.0100, unit_id="u1"), final("u1", "One.", at=2.0),
-              ev("PlaybackStarted", 3.0 + 0.0050, unit_id="u2"),
-              ev("PlaybackPaused", 3.5 + 0.0200, unit_id="u2"), final("u2", "Two.", at=4.0)]
+    events = [ev(UserSpeechEnded(audio_time=0.0), 0.0),
+              ev(PlaybackStarted(unit_id="u1"), 1.0 + 0.0100), final("u1", "One.", at=2.0),
+              ev(PlaybackStarted(unit_id="u2"), 3.0 + 0.0050),
+              ev(PlaybackPaused(unit_id="u2"), 3.5 + 0.0200), final("u2", "Two.", at=4.0)]
     # The second line's pre-roll began before u2 did, but it waits for u2: no anchor for it.
     lines = [ReplayLine(segment(2.048), None),
-             ReplayLine(segment(2.976), Cue(PLAYBACK_STARTED, 1, -0.029, "u2"))]
+             ReplayLine(segment(2.976), Cue(PlaybackStarted, 1, -0.029, "u2"))]
     wake = 1 / 16000
     first, second = unit_starts(build_timeline(events, 3), lines, 16000)
     # u1 before any line, at its recorded time; u2 0.957 s after the line, at the phase that
@@ -335,7 +343,7 @@ async def test_the_caller_says_each_line_a_frame_at_a_time_from_its_frame() -> N
     log = EventLog(clock)
     voice = VoiceLog(clock)
     lines = [ReplayLine(segment(0.064, frames=3), None),
-             ReplayLine(segment(0.0, frames=4), Cue(PLAYBACK_STARTED, 1, 0.1, "u1"))]
+             ReplayLine(segment(0.0, frames=4), Cue(PlaybackStarted, 1, 0.1, "u1"))]
     caller = ReplayCaller(clock, voice, log, lines)
     calling = asyncio.create_task(caller.run())
     await clock.advance(1.0)

@@ -16,11 +16,18 @@ from pathlib import Path
 import pytest
 
 from edge_agent.audio.device import MIC_RATE
-from edge_agent.audio.pcm import read_wav
+from edge_agent.audio.pcm import first_loud_sample, read_wav
 from edge_agent.bench import pulse_rig as pulse
 from edge_agent.bench.heard import recorded_length
 from edge_agent.bench.wer import normalize
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    PlaybackPaused,
+    PlaybackResumed,
+)
 from tests.cli import command, write_config
+from tests.logged import kinds
 
 pytestmark = [pytest.mark.audio, pytest.mark.models]
 
@@ -168,6 +175,37 @@ def test_run_without_audio_device_fails_cleanly(tmp_path: Path) -> None:
 
 
 
+class _Speaker:
+    """The speaker as a listener beside the kiosk meets it: its monitor recorded as raw s16le
+    (`pulse_audio.recording`), read while it grows. The monitor runs on the sound server's
+    clock, silence included, so a position in it is a moment."""
+
+    WINDOW_S = 0.02
+
+    def __init__(self, path: Path, rate: int) -> None:
+        self.path = path
+        self.rate = rate
+
+    def now(self) -> float:
+        """Seconds recorded so far."""
+        return self.path.stat().st_size / 2 / self.rate if self.path.exists() else 0.0
+
+    def wait_sounding(self, since: float, seconds: float, timeout: float) -> bool:
+        """True once the speaker has sounded for `seconds` (20 ms windows with a sample at or
+        above 1000) after `since` (seconds into the recording); False after `timeout`."""
+        window = round(self.WINDOW_S * self.rate)
+        deadline = time.monotonic() + timeout
+        while True:
+            heard = self.path.read_bytes()[2 * round(since * self.rate):]
+            loud = sum(1 for start in range(0, len(heard) // 2 - window + 1, window)
+                       if first_loud_sample(heard[2 * start:2 * (start + window)]) is not None)
+            if loud * self.WINDOW_S >= seconds:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(self.WINDOW_S)  # the monitor grows in real time: look again
+
+
 class _Agent:
     """`edge-agent run` as a subprocess: its stdout as lines (`out`), its stderr drained on a
     thread (a full pipe would stall the agent)."""
@@ -239,14 +277,17 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     okay = _caller_wav(tmp_path / "okay.wav", "Okay.", 0.2)
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
     record = tmp_path / "session.json"
-    with _agent_running(pulse_audio, config, tmp_path, "--json", str(record), "--audio-dir",
-                        str(tmp_path / "units")) as agent:
+    speaker = _Speaker(tmp_path / "speaker.raw", pulse.SPEAKER_RATE)
+    with pulse_audio.recording(speaker.path, "speaker.monitor", speaker.rate), _agent_running(
+            pulse_audio, config, tmp_path, "--json", str(record), "--audio-dir",
+            str(tmp_path / "units")) as agent:
         assert pulse_audio.play(question).wait(30) == 0
         assert agent.out.wait_for(r"agent heard", 15), agent.report()
-        time.sleep(2.0)  # the reply is playing
+        # "Okay" once the reply is heard; "Wait, stop" once it is heard again after that.
+        assert speaker.wait_sounding(speaker.now(), 0.5, 15), agent.report()
         assert pulse_audio.play(okay).wait(30) == 0
         assert agent.out.wait_for(r"backchannel", 10), agent.report()
-        time.sleep(1.5)
+        assert speaker.wait_sounding(speaker.now(), 0.5, 10), agent.report()
         assert pulse_audio.play(stop_it).wait(30) == 0
         assert agent.out.wait_for(r"agent was cut", 10), agent.report()
         assert agent.out.wait_for(r"(?i)agent heard +: wait", 10), agent.report()
@@ -254,10 +295,10 @@ def test_run_keeps_talking_through_a_backchannel_and_stops_for_an_interruption(
     # The canceller ran ("auto" on a live device), and let "okay" through: the rig's
     # microphone never hears its speaker.
     assert data["engines"].get("echo_cancel") == "webrtc-aec3", data["engines"]
-    types = [e["type"] for e in data["events"]]
-    assert types.count("Backchannel") == 1 and "BargeIn" in types, types
-    assert types.index("Backchannel") < types.index("BargeIn")
-    assert types.count("PlaybackPaused") >= 2 and types.count("PlaybackResumed") >= 1
+    types = kinds(data["events"])
+    assert types.count(Backchannel) == 1 and BargeIn in types, types
+    assert types.index(Backchannel) < types.index(BargeIn)
+    assert types.count(PlaybackPaused) >= 2 and types.count(PlaybackResumed) >= 1
     unit = data["units"][0]
     assert unit["generated"] == LONG_REPLY and unit["interrupted"]
     assert unit["heard"] and LONG_REPLY.startswith(unit["heard"])
@@ -280,11 +321,14 @@ def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
     question = _caller_wav(tmp_path / "q.wav", "What time do you open?", 0.5)
     stop_it = _caller_wav(tmp_path / "stop.wav", "Wait, stop.", 0.2)
     record = tmp_path / "session.json"
+    speaker = _Speaker(tmp_path / "speaker.raw", pulse.SPEAKER_RATE)
     try:
-        with _agent_running(pulse_audio, config, tmp_path, "--json", str(record)) as agent:
+        with pulse_audio.recording(speaker.path, "speaker.monitor", speaker.rate), \
+                _agent_running(pulse_audio, config, tmp_path, "--json", str(record)) as agent:
             assert pulse_audio.play(question).wait(30) == 0
             assert agent.out.wait_for(r"agent heard", 15), agent.report()
-            time.sleep(4.0)  # the reply plays into the microphone meanwhile
+            # Three seconds of the reply played into the microphone, and it went on.
+            assert speaker.wait_sounding(speaker.now(), 3.0, 20), agent.report()
             assert not agent.out.wait_for(r"agent was cut", 0), agent.report()
             assert pulse_audio.play(stop_it).wait(30) == 0
             assert agent.out.wait_for(r"agent was cut", 10), agent.report()
@@ -293,7 +337,7 @@ def test_run_over_a_loudspeaker_takes_an_interruption_and_never_its_own_voice(
         pulse_audio.pactl("unload-module", module)
     data = json.loads(record.read_text(encoding="utf-8"))
     assert data["engines"].get("echo_cancel") == "webrtc-aec3", data["engines"]
-    assert [e["type"] for e in data["events"]].count("BargeIn") == 1, data["events"]
+    assert kinds(data["events"]).count(BargeIn) == 1, data["events"]
     unit = data["units"][0]
     assert unit["generated"] == LONG_REPLY and unit["interrupted"]
     assert unit["heard"] and LONG_REPLY.startswith(unit["heard"])

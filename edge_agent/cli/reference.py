@@ -1,7 +1,8 @@
 """README's reference sections, written from the code so that they cannot drift from it: every
 command and its arguments (from the parser), the exit codes (from the errors' classes), the
-config keys (from the config dataclasses, with their defaults) and the benchmark JSON (from its
-schema).
+config keys (from the config dataclasses, with their defaults), the session record and its
+events (from their TypedDicts and dataclasses, with each field's docstring) and the benchmark
+JSON (from its schema).
 
 `python -m edge_agent.cli.reference README.md` rewrites the blocks between
 `<!-- BEGIN GENERATED: NAME -->` and `<!-- END GENERATED: NAME -->`; `--check` only says
@@ -11,17 +12,23 @@ whether they are current (the test suite runs it).
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import inspect
 import json
 import re
 import sys
+import textwrap
+import types
+import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from edge_agent import errors
 from edge_agent.config import Config
+from edge_agent.events import EVENT_TYPES
+from edge_agent.memory import record as session_record
 from edge_agent.replay import EXIT_DIFFERS
 
 
@@ -156,9 +163,81 @@ def _json_type(spec: dict[str, Any]) -> str:
     return str(kind)
 
 
+def record() -> str:
+    """The session record, object by object, and every event type it may hold, field by field
+    with its JSON type and what it means (the docstrings under the fields)."""
+    lines = []
+    for shape in (session_record.SessionRecord, session_record.TurnRecord,
+                  session_record.UnitRecord, session_record.WordRecord,
+                  session_record.LlmRequestRecord):
+        lines += [f"- `{shape.__name__}`", *_field_lines(shape)]
+    lines += ["", "Each of `events` is `{\"at\", \"type\", \"run_id\", ...its fields}`: `at` in "
+              "seconds on the clock of the run `run_id` (a session resumed after a restart "
+              "spans several runs), `type` one of these:", ""]
+    nested: dict[str, type] = {}
+    for name, kind in EVENT_TYPES.items():
+        lines += [f"- **`{name}`**: {_flat(kind.__doc__ or '')}", *_field_lines(kind, nested)]
+    lines += ["", "Objects inside events:", ""]
+    done = 0
+    while done < len(nested):  # an object may hold another (a unit's words)
+        name, kind = list(nested.items())[done]
+        lines += [f"- `{name}`", *_field_lines(kind, nested)]
+        done += 1
+    return "\n".join(lines)
+
+
+def _field_lines(shape: type, nested: dict[str, type] | None = None) -> list[str]:
+    docs = _attribute_docs(shape)
+    return [f"  - `{name}` ({_type_word(hint, nested)})"
+            + (f": {docs[name]}" if name in docs else "")
+            for name, hint in typing.get_type_hints(shape, include_extras=True).items()]
+
+
+def _attribute_docs(shape: type) -> dict[str, str]:
+    """The docstring under each field of a class's source, by field name."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(shape))).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs = {}
+    for node, following in zip(body.body, body.body[1:], strict=False):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            docs[node.target.id] = _flat(following.value.value)
+    return docs
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _type_word(hint: Any, nested: dict[str, type] | None) -> str:
+    if typing.get_origin(hint) is typing.Annotated:
+        return _type_word(typing.get_args(hint)[0], nested)
+    if typing.get_origin(hint) is typing.NotRequired:
+        return _type_word(typing.get_args(hint)[0], nested) + ", optional"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_type_word(arg, nested) for arg in args)
+    if origin in (tuple, list):
+        if (len(args) == 2 and args[1] is Ellipsis) or origin is list:
+            return f"list of {_type_word(args[0], nested)}"
+        return "[" + ", ".join(_type_word(arg, nested) for arg in args) + "]"
+    if hint is type(None):
+        return "null"
+    if typing.is_typeddict(hint):
+        return f"`{hint.__name__}`"
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if nested is not None:
+            nested.setdefault(hint.__name__, hint)
+        return f"`{hint.__name__}`"
+    words = {str: "text", int: "whole number", float: "number", bool: "true or false",
+             dict: "object"}
+    return words.get(origin or hint, "object" if origin is dict else str(hint))
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "commands": commands, "exit-codes": exit_codes, "config-keys": config_keys,
-    "bench-document": bench_document,
+    "bench-document": bench_document, "record": record,
 }
 """The generated blocks, by the name their markers carry."""
 

@@ -15,19 +15,16 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from edge_agent.console import SPEECH_KINDS, label
 from edge_agent.events import (
     Backchannel,
     BargeIn,
     EchoIgnored,
     LoggedEvent,
-    Notice,
     PlaybackPaused,
     PlaybackResumed,
     PlaybackStarted,
     ReplyFailed,
-    SessionEnded,
-    SessionStarted,
-    SpeculationCancelled,
     ToolUsed,
     TurnDropped,
     TurnStage,
@@ -253,34 +250,10 @@ def _stages(events: list[LoggedEvent], speech: CallerSpeech) -> tuple[Stage, ...
 def _markers(events: list[LoggedEvent]) -> list[Marker]:
     found: list[Marker] = []
     for entry in events:
-        kind, label = _marker(entry.event)
-        if kind:
-            found.append(Marker(kind, entry.at, label, entry.event))
+        shown = label(entry.event)
+        if shown is not None and shown.kind not in SPEECH_KINDS:
+            found.append(Marker(shown.kind, entry.at, shown.text, entry.event))
     return found
-
-
-def _marker(event: object) -> tuple[str, str]:
-    if isinstance(event, BargeIn):
-        return "barge-in", f"barge-in: {event.words}" if event.words else "barge-in"
-    if isinstance(event, Backchannel):
-        return "backchannel", f"backchannel: {event.text} ({event.speech_ms} ms)"
-    if isinstance(event, EchoIgnored):
-        return "echo", f"echo ignored: {event.text}"
-    if isinstance(event, TurnDropped):
-        return "dropped", "dropped: nothing recognized"
-    if isinstance(event, ToolUsed):
-        return "tool", f"tool {event.call.name}({event.call.arguments}) -> {event.result}"
-    if isinstance(event, ReplyFailed):
-        return "failed", f"{event.stage} failed: {event.error} ({event.recovery})"
-    if isinstance(event, SessionStarted):
-        return "session", f"session {event.session} started ({event.how})"
-    if isinstance(event, SessionEnded):
-        return "session", f"session {event.session} ended"
-    if isinstance(event, SpeculationCancelled):
-        return "cancelled", f"speculation for turn {event.turn} dropped: {event.reason}"
-    if isinstance(event, Notice):
-        return "notice", event.text
-    return "", ""
 
 
 def _waves(run_id: str, clips: Sequence[AudioClip], units: dict[str, UnitView]) -> list[Wave]:

@@ -20,20 +20,30 @@ from edge_agent.printable import shown
 
 class WordRecord(TypedDict):
     text: str
+    """The word as written in the unit's text (punctuation attached)."""
     start_ms: int
+    """Where its speech starts, in milliseconds of the unit's audio."""
     end_ms: int
+    """Where its speech ends (pauses after it excluded)."""
     exact: NotRequired[bool]
     """Present (false) only for a token with safe bounds instead of exact phoneme timings."""
 
 
 class UnitRecord(TypedDict):
     unit_id: str
+    """The unit: one reply's speech, "u1", "u2"... in the order they were said."""
     generated: str
+    """Everything the model generated for it."""
     heard: str
+    """The prefix of `generated` that reached the listener (whole words)."""
     interrupted: bool
+    """The listener cut it: `heard` is shorter than `generated`."""
     played_ms: int
+    """How much of its audio reached the device."""
     inexact_words: int
+    """Words timed by safe bounds instead of exact phoneme timings."""
     words: list[WordRecord]
+    """Every word synthesized for it, with its timing."""
 
 
 class TurnRecord(TypedDict, total=False):
@@ -42,27 +52,37 @@ class TurnRecord(TypedDict, total=False):
     text: str
     """User: the transcript; assistant: the heard prefix."""
     generated: str
+    """Assistant: everything the model generated."""
     unit_id: str | None
+    """Assistant: the unit that said it."""
     interrupted: bool
+    """Assistant: the listener cut it."""
     name: str
     """Tool: the tool's name."""
     arguments: str
+    """Tool: the arguments, as the model wrote them (JSON text)."""
     result: str
+    """Tool: what it returned."""
     session: int
     """Which session of the record (1 = the first)."""
 
 
 class LlmRequestRecord(TypedDict):
     turn: int
+    """The user turn it answered (1 = the first of its run)."""
     hop: int
+    """1 for a reply's first request; one more after each round of tool calls."""
     messages: list[dict[str, Any]]
+    """The chat messages sent to the model, exactly."""
 
 
 class SessionRecord(TypedDict):
     session_id: str
+    """The (first) session's id."""
     sessions: list[str]
     """Every session the record covers (a run may open several)."""
     engines: dict[str, str]
+    """The engines that ran it, by role ("stt", "llm", "tts", "echo_cancel"...)."""
     turns: list[TurnRecord]
     units: list[UnitRecord]
     llm_requests: list[LlmRequestRecord]

@@ -19,11 +19,23 @@ import json
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from edge_agent.conversation.failures import FALLBACK_LINE
 from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.engines.llm.scripted import ScriptedReply, ScriptedToolReply
+from edge_agent.events import (
+    Event,
+    Notice,
+    PlaybackStarted,
+    ReplyFailed,
+    SessionStarted,
+    ToolUsed,
+    TurnStage,
+    UnitFinalized,
+    UserTurn,
+)
+from edge_agent.heard.ledger import Finalize
+from edge_agent.memory.record import LlmRequestRecord
 from edge_agent.replay.timeline import TimedEvent, Timeline
 
 SESSION_START = {"start-up": "immediate", "speech": "speech", "wake": "wake",
@@ -55,36 +67,35 @@ class AgentScript:
     """What of the recording cannot be said again (shown with the report)."""
 
 
-def agent_script(requests: Sequence[Mapping[str, Any]], timeline: Timeline) -> AgentScript:
+def agent_script(requests: Sequence[LlmRequestRecord], timeline: Timeline) -> AgentScript:
     """The script of a session from its `llm_requests` and its events."""
     notes: list[str] = []
     events = list(timeline.events)
-    started = [e for e in events if e.type == "SessionStarted"]
-    how = str(started[0].data["how"]) if started else "start-up"
-    finals = {str(e.data["finalize"]["unit_id"]): e.data["finalize"]
-              for e in events if e.type == "UnitFinalized"}
-    failed = any(e.type == "ReplyFailed" for e in events)
-    by_turn: dict[Turn, list[Mapping[str, Any]]] = {}
+    started = timeline.of_type(SessionStarted)
+    how = started[0].event.how if started else "start-up"
+    finals = {e.event.finalize.unit_id: e.event.finalize
+              for e in timeline.of_type(UnitFinalized)}
+    failed = bool(timeline.of_type(ReplyFailed))
+    by_turn: dict[Turn, list[Finalize]] = {}
     for unit_id, turn in _unit_turns(events).items():
         finalize = finals.get(unit_id)
         if finalize is None:
             continue
-        if failed and finalize["generated"] == FALLBACK_LINE:
+        if failed and finalize.generated == FALLBACK_LINE:
             notes.append(f"{unit_id} was the fallback line after an engine failure; failures "
                          "are not replayed")
             continue
         by_turn.setdefault(turn, []).append(finalize)
     greeting_units = [unit for turn in sorted(by_turn) if turn[1] == 0
                       for unit in by_turn.pop(turn)]
-    greeting = str(greeting_units[0]["generated"]) if greeting_units else ""
+    greeting = greeting_units[0].generated if greeting_units else ""
     runs = _run_numbers(events)
     tools: dict[Turn, list[ToolResult]] = {}
-    for event in events:
-        if event.type == "ToolUsed":
-            call = event.data["call"]
-            tools.setdefault((runs[event.run_id], int(event.data["turn"])), []).append(
-                ToolResult(str(call["name"]), str(call["arguments"]), str(event.data["result"])))
-    answering = list(dict.fromkeys(runs[e.run_id] for e in events if e.type == "UserTurn"))
+    for used in timeline.of_type(ToolUsed):
+        call = used.event.call
+        tools.setdefault((runs[used.run_id], used.event.turn), []).append(
+            ToolResult(call.name, call.arguments, used.event.result))
+    answering = list(dict.fromkeys(runs[e.run_id] for e in timeline.of_type(UserTurn)))
     replies = _replies(_with_runs(requests, answering), by_turn, tools, notes)
     for (run, number), units in sorted(by_turn.items()):
         notes.append(f"turn {number}{_of_run(run)}: {len(units)} unit(s) with no model request "
@@ -98,7 +109,7 @@ Turn = tuple[int, int]
 """(run, user turn): turns are numbered from 1 in each run of a session (0: the greeting)."""
 
 
-def _run_numbers(events: Sequence[TimedEvent]) -> dict[str, int]:
+def _run_numbers(events: Sequence[TimedEvent[Event]]) -> dict[str, int]:
     return {run_id: number
             for number, run_id in enumerate(dict.fromkeys(e.run_id for e in events))}
 
@@ -107,7 +118,7 @@ def _of_run(run: int) -> str:
     return f" of run {run + 1}" if run else ""
 
 
-def _with_runs(requests: Sequence[Mapping[str, Any]], answering: Sequence[int]
+def _with_runs(requests: Sequence[LlmRequestRecord], answering: Sequence[int]
                ) -> list[tuple[Turn, int]]:
     """Each request's (run, turn) and hop. Requests do not name their run: a run's turns count
     up from 1, so a turn lower than the one before, or a turn and hop seen already, starts the
@@ -116,7 +127,7 @@ def _with_runs(requests: Sequence[Mapping[str, Any]], answering: Sequence[int]
     part, previous = 0, 0
     seen: set[tuple[int, int]] = set()
     for request in requests:
-        turn, hop = int(request["turn"]), int(request["hop"])
+        turn, hop = request["turn"], request["hop"]
         if turn < previous or (turn, hop) in seen:
             part += 1
             seen.clear()
@@ -127,7 +138,7 @@ def _with_runs(requests: Sequence[Mapping[str, Any]], answering: Sequence[int]
     return found
 
 
-def _replies(requests: Sequence[tuple[Turn, int]], units: dict[Turn, list[Mapping[str, Any]]],
+def _replies(requests: Sequence[tuple[Turn, int]], units: dict[Turn, list[Finalize]],
              tools: Mapping[Turn, list[ToolResult]], notes: list[str]) -> list[ScriptedReply]:
     replies: list[ScriptedReply] = []
     for turn in dict.fromkeys(turn for turn, _ in requests):
@@ -144,7 +155,7 @@ def _replies(requests: Sequence[tuple[Turn, int]], units: dict[Turn, list[Mappin
         calling = {hop: calls[hop] for hop in range(min(len(calls), hops))}
         # Units go to the hops without a tool call first, the latest first, kept in order.
         speaking = sorted(sorted(range(hops), key=lambda h: (h in calling, -h))[:len(said)])
-        text = {hop: str(unit["generated"]) for hop, unit in zip(speaking, said, strict=False)}
+        text = {hop: unit.generated for hop, unit in zip(speaking, said, strict=False)}
         for hop in range(hops):
             call = calling.get(hop)
             replies.append(text.get(hop, "") if call is None
@@ -152,7 +163,7 @@ def _replies(requests: Sequence[tuple[Turn, int]], units: dict[Turn, list[Mappin
     return replies
 
 
-def _unit_turns(events: Sequence[TimedEvent]) -> dict[str, Turn]:
+def _unit_turns(events: Sequence[TimedEvent[Event]]) -> dict[str, Turn]:
     """Each unit's turn (0: the greeting), in the order units appear."""
     turns: dict[str, Turn] = {}
     runs = _run_numbers(events)
@@ -161,7 +172,7 @@ def _unit_turns(events: Sequence[TimedEvent]) -> dict[str, Turn]:
     for index, event in enumerate(events):
         if runs[event.run_id] != run:
             run, answered, current = runs[event.run_id], 0, 0
-        if event.type == "UserTurn":
+        if isinstance(event.event, UserTurn):
             if _answered(events, index):
                 answered += 1
                 current = answered
@@ -169,37 +180,37 @@ def _unit_turns(events: Sequence[TimedEvent]) -> dict[str, Turn]:
             elif _greeted(events, index):
                 current = 0
             continue
-        if event.type == "PlaybackStarted":
-            turns.setdefault(str(event.data["unit_id"]), (run, current))
-        elif event.type == "UnitFinalized":
-            unit_id = str(event.data["finalize"]["unit_id"])
-            turns.setdefault(unit_id, (run, max(0, current - 1) if stopping else current))
+        if isinstance(event.event, PlaybackStarted):
+            turns.setdefault(event.event.unit_id, (run, current))
+        elif isinstance(event.event, UnitFinalized):
+            turns.setdefault(event.event.finalize.unit_id,
+                             (run, max(0, current - 1) if stopping else current))
             continue
         stopping = False
     return turns
 
 
-def _answered(events: Sequence[TimedEvent], index: int) -> bool:
+def _answered(events: Sequence[TimedEvent[Event]], index: int) -> bool:
     """Whether the user turn at `index` was answered by the model (not a text said while no
     session was open, nor the wake phrase alone, which the greeting answers)."""
-    following = events[index + 1] if index + 1 < len(events) else None
+    following = events[index + 1].event if index + 1 < len(events) else None
     if following is None:
         return True
-    if following.type == "Notice" and str(following.data["text"]).startswith("no session open"):
+    if isinstance(following, Notice) and following.text.startswith("no session open"):
         return False
     return not _greeted(events, index)
 
 
-def _greeted(events: Sequence[TimedEvent], index: int) -> bool:
+def _greeted(events: Sequence[TimedEvent[Event]], index: int) -> bool:
     """The user turn at `index` was the wake phrase alone: a wake session opened and its
     greeting started playing before any stage of an answer."""
-    following = events[index + 1] if index + 1 < len(events) else None
-    if following is None or following.type != "SessionStarted" or following.data["how"] != "wake":
+    following = events[index + 1].event if index + 1 < len(events) else None
+    if not isinstance(following, SessionStarted) or following.how != "wake":
         return False
-    for event in events[index + 2:]:
-        if event.type in ("TurnStage", "UserTurn"):
+    for later in events[index + 2:]:
+        if isinstance(later.event, TurnStage | UserTurn):
             return False
-        if event.type == "PlaybackStarted":
+        if isinstance(later.event, PlaybackStarted):
             return True
     return False
 

@@ -1,7 +1,7 @@
 """Turn-taking decisions read off an event list, and two lists aligned.
 
-One extractor for both sides: the recorded events (the session record's JSON) and the
-replay's (`LoggedEvent.to_json()`), so both are read the same way.
+One extractor for both sides: the recorded events (the session record's, read typed) and the
+replay's (its event log), so both are read the same way.
 
 Compared, in order:
 
@@ -23,8 +23,20 @@ comparing them would report differences no caller could notice. Units are named 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from collections.abc import Iterable, Sequence
+from typing import Literal, TypedDict
+
+from edge_agent.events import (
+    Backchannel,
+    BargeIn,
+    EchoIgnored,
+    LoggedEvent,
+    PlaybackPaused,
+    PlaybackStarted,
+    TurnDropped,
+    UnitFinalized,
+    UserTurn,
+)
 
 Kind = Literal["paused", "barge-in", "backchannel", "echo", "dropped", "answered", "heard"]
 
@@ -55,43 +67,42 @@ class Row(TypedDict):
     replay: Decision | None
 
 
-def decisions(events: Iterable[Mapping[str, Any]]) -> list[Decision]:
-    """The turn-taking outcomes of `events` (dicts with "at", "type" and the event's fields),
-    in order."""
+def decisions(events: Iterable[LoggedEvent]) -> list[Decision]:
+    """The turn-taking outcomes of `events`, in order."""
     units: dict[str, int] = {}
 
-    def unit(unit_id: object) -> int | None:
-        if not isinstance(unit_id, str):
+    def unit(unit_id: str | None) -> int | None:
+        if unit_id is None:
             return None
         return units.setdefault(unit_id, len(units) + 1)
 
     found: list[Decision] = []
-
-    def add(kind: Kind, event: Mapping[str, Any], unit_number: int | None, text: str,
-            interrupted: bool | None = None) -> None:
-        found.append({"kind": kind, "at": round(float(event["at"]), 4), "unit": unit_number,
-                      "text": text, "interrupted": interrupted})
-
-    for event in events:
-        kind = event["type"]
-        if kind == "PlaybackStarted":
-            unit(event["unit_id"])
-        elif kind == "PlaybackPaused":
-            add("paused", event, unit(event["unit_id"]), "")
-        elif kind == "BargeIn":
-            add("barge-in", event, unit(event["unit_id"]), str(event["words"]))
-        elif kind == "Backchannel":
-            add("backchannel", event, None, str(event["text"]))
-        elif kind == "EchoIgnored":
-            add("echo", event, None, str(event["text"]))
-        elif kind == "TurnDropped":
-            add("dropped", event, None, "")
-        elif kind == "UserTurn":
-            add("answered", event, None, str(event["text"]))
-        elif kind == "UnitFinalized":
-            finalize = event["finalize"]
-            add("heard", event, unit(finalize["unit_id"]), str(finalize["heard"]),
-                finalize["heard"] != finalize["generated"])
+    for entry in events:
+        kind: Kind
+        number, text, interrupted = None, "", None
+        match entry.event:
+            case PlaybackStarted(unit_id=unit_id):
+                unit(unit_id)
+                continue
+            case PlaybackPaused(unit_id=unit_id):
+                kind, number = "paused", unit(unit_id)
+            case BargeIn(unit_id=unit_id, words=words):
+                kind, number, text = "barge-in", unit(unit_id), words
+            case Backchannel(text=text):
+                kind = "backchannel"
+            case EchoIgnored(text=text):
+                kind = "echo"
+            case TurnDropped():
+                kind = "dropped"
+            case UserTurn(text=text):
+                kind = "answered"
+            case UnitFinalized(finalize=finalize):
+                kind, number, text = "heard", unit(finalize.unit_id), finalize.heard
+                interrupted = finalize.interrupted
+            case _:
+                continue
+        found.append({"kind": kind, "at": round(entry.at, 4), "unit": number, "text": text,
+                      "interrupted": interrupted})
     return found
 
 

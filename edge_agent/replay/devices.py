@@ -24,8 +24,16 @@ from edge_agent.audio.pcm import first_loud_sample, silence
 from edge_agent.audio.virtual import VirtualSpeaker
 from edge_agent.clock import Clock
 from edge_agent.demo.caller import CUE_TIMEOUT, CallerVoice, next_event, said_something
-from edge_agent.events import CallerSpoke, EventLog, LoggedEvent, Notice, PlaybackStarted
-from edge_agent.replay.placement import PLAYBACK_STARTED, Cue, ReplayLine
+from edge_agent.events import (
+    CallerSpoke,
+    EventLog,
+    LoggedEvent,
+    Notice,
+    PlaybackPaused,
+    PlaybackStarted,
+    UnitFinalized,
+)
+from edge_agent.replay.placement import Cue, ReplayLine
 from edge_agent.replay.timeline import FRAME_SECONDS, Timeline, frame_floor, frame_round
 
 
@@ -46,18 +54,18 @@ def unit_starts(timeline: Timeline, lines: Sequence[ReplayLine], sample_rate: in
     """For each recorded `PlaybackStarted`, in order, when the replay starts that unit."""
     wake = 1 / sample_rate  # PlaybackStarted is told once the unit's first sample has played
     starts = []
-    for start in timeline.of_type("PlaybackStarted"):
-        unit = start.data["unit_id"]
-        ended = next((e.t for e in timeline.of_type("UnitFinalized")
-                      if e.t >= start.t and e.data["finalize"]["unit_id"] == unit), float("inf"))
-        paused = [e.t for e in timeline.of_type("PlaybackPaused")
-                  if e.data["unit_id"] == unit and start.t <= e.t <= ended]
+    for start in timeline.of_type(PlaybackStarted):
+        unit = start.event.unit_id
+        ended = next((e.t for e in timeline.of_type(UnitFinalized)
+                      if e.t >= start.t and e.event.finalize.unit_id == unit), float("inf"))
+        paused = [e.t for e in timeline.of_type(PlaybackPaused)
+                  if e.event.unit_id == unit and start.t <= e.t <= ended]
         # A replayed pause falls on a frame's end: the unit starts that far before one.
         phase = (-(paused[0] - start.t) if paused else start.t) - wake
         # The last line begun before it, unless that line waits for this very unit (its
         # pre-roll began before the unit, its speech came over it).
         before = [i for i, line in enumerate(lines) if line.segment.start <= start.t
-                  and not (line.cue and line.cue.event == PLAYBACK_STARTED
+                  and not (line.cue and line.cue.event is PlaybackStarted
                            and line.cue.unit == unit)]
         anchor = before[-1] if before else None
         begin = lines[anchor].segment.start if anchor is not None else 0.0
@@ -189,11 +197,11 @@ class ReplayCaller:
             remaining = deadline - self._clock.now()
             if remaining <= 0:
                 self._log.publish(Notice(
-                    f"replay caller: no cue ({cue.event} #{wanted}, unit {cue.unit} in the "
+                    f"replay caller: no cue ({cue.event.__name__} #{wanted}, unit {cue.unit} in the "
                     f"recording) within {CUE_TIMEOUT:.0f} s; saying the next line anyway"))
                 return self._clock.now()
             await next_event(self._events, self._clock, deadline)  # then look again
 
 
 def _matches(entry: LoggedEvent, cue: Cue) -> bool:
-    return type(entry.event).__name__ == cue.event and said_something(entry)
+    return isinstance(entry.event, cue.event) and said_something(entry)

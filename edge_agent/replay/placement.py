@@ -27,10 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
-from edge_agent.replay.timeline import FRAME_SECONDS, TimedEvent, Timeline, frames_of
+from edge_agent.events import PlaybackStarted, UnitFinalized
+from edge_agent.replay.timeline import FRAME_SECONDS, Timeline, frames_of
 
-PLAYBACK_STARTED = "PlaybackStarted"
-UNIT_FINALIZED = "UnitFinalized"
+CueEvent = type[PlaybackStarted] | type[UnitFinalized]
+"""What a line can wait for: a unit starting to play (it cuts in) or finishing (it answers)."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ class CallerSegment:
 class Cue:
     """The agent event a line waits for."""
 
-    event: str
-    """`PLAYBACK_STARTED` (it cuts in) or `UNIT_FINALIZED` (it answers)."""
+    event: CueEvent
+    """`PlaybackStarted` (it cuts in) or `UnitFinalized` (it answers)."""
     count: int
     """The `count`-th such event after the previous line began; 0: the last one before."""
     after: float
@@ -100,9 +101,11 @@ class LineRecord(TypedDict):
 
 def place_lines(segments: Sequence[CallerSegment], timeline: Timeline) -> list[ReplayLine]:
     """Each segment (in time order) with its cue, by the rules above."""
-    starts = [(e.t, str(e.data["unit_id"])) for e in timeline.of_type(PLAYBACK_STARTED)]
-    finals = [(e.t, _unit_id(e)) for e in timeline.of_type(UNIT_FINALIZED) if _spoken(e)]
-    ended = {_unit_id(e): e.t for e in timeline.of_type(UNIT_FINALIZED)}
+    starts = [(e.t, e.event.unit_id) for e in timeline.of_type(PlaybackStarted)]
+    finalized = [(e.t, e.event.finalize) for e in timeline.of_type(UnitFinalized)]
+    # A unit that said nothing is no cue (the scripted caller, too, never waits for one).
+    finals = [(t, finalize.unit_id) for t, finalize in finalized if finalize.generated]
+    ended = {finalize.unit_id: t for t, finalize in finalized}
     runs = sorted(run.base for run in timeline.runs)
     lines: list[ReplayLine] = []
     began = float("-inf")  # when the previous segment began
@@ -123,11 +126,11 @@ def _cue(segment: CallerSegment, began: float, run: float, starts: list[tuple[fl
     if playing:
         t, unit = playing[-1]
         count = sum(1 for s, _ in starts if began < s <= t)
-        return Cue(PLAYBACK_STARTED, count, segment.start - t, unit)
+        return Cue(PlaybackStarted, count, segment.start - t, unit)
     finished = [(t, unit) for t, unit in finals if began < t <= onset]
     if finished:
         t, unit = finished[-1]
-        return Cue(UNIT_FINALIZED, len(finished), segment.start - t, unit)
+        return Cue(UnitFinalized, len(finished), segment.start - t, unit)
     return None
 
 
@@ -137,19 +140,11 @@ def line_record(line: ReplayLine) -> LineRecord:
     return {
         "text": segment.text, "source": segment.source,
         "at": round(segment.start, 4) if cue is None else None,
-        "after_agent_done": cue is not None and cue.event == UNIT_FINALIZED,
-        "pause": round(cue.after, 4) if cue is not None and cue.event == UNIT_FINALIZED else None,
+        "after_agent_done": cue is not None and cue.event is UnitFinalized,
+        "pause": round(cue.after, 4) if cue is not None and cue.event is UnitFinalized else None,
         "barge_in_after": (round(cue.after, 4) if cue is not None
-                           and cue.event == PLAYBACK_STARTED else None),
+                           and cue.event is PlaybackStarted else None),
         "cue_unit": cue.unit if cue is not None else None,
         "cue_count": cue.count if cue is not None else None,
     }
 
-
-def _unit_id(event: TimedEvent) -> str:
-    return str(event.data["finalize"]["unit_id"])
-
-
-def _spoken(event: TimedEvent) -> bool:
-    """A unit that said something (the scripted caller, too, never waits for an empty one)."""
-    return bool(event.data["finalize"]["generated"])

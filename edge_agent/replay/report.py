@@ -15,19 +15,20 @@ from typing import TypedDict
 
 from edge_agent.config import Config
 from edge_agent.errors import ConfigError
+from edge_agent.events import CallerSpoke, PlaybackStarted, UserSpeechStarted
 from edge_agent.jsonfile import write_json
 from edge_agent.memory.kept_audio import kept_audio
-from edge_agent.memory.record import session_record
+from edge_agent.memory.record import record_events, session_record
 from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
 from edge_agent.record_check import DATABASE_HINT, checked, checked_clips
 from edge_agent.replay import EXIT_DIFFERS
 from edge_agent.replay.decisions import Decision, Row, differences
-from edge_agent.replay.placement import PLAYBACK_STARTED, LineRecord, ReplayLine, line_record
+from edge_agent.replay.placement import LineRecord, ReplayLine, line_record
 from edge_agent.replay.run import Printer, ReplayResult, replay_session
 
 MARKS = {"same": "=", "changed": "!", "recorded only": "-", "replay only": "+"}
-_SPEECH = ("UserSpeechStarted", "CallerSpoke", "PlaybackStarted")
+_SPEECH = (UserSpeechStarted, CallerSpoke, PlaybackStarted)
 """A record with none of these has nothing a replay could say or decide again."""
 
 
@@ -62,13 +63,13 @@ def run_replay(config: Config, store: MemoryStore, session_id: str, json_out: Pa
     some differ."""
     where = f"{store.path}: session {session_id}"
     record = checked(session_record(store, [session_id]), where, DATABASE_HINT)
-    if not any(event["type"] in _SPEECH for event in record["events"]):
+    if not any(isinstance(entry.event, _SPEECH) for entry in record_events(record)):
         raise ConfigError(f"session {session_id}", "events",
                           "nothing to replay: no speech was recorded in it, or its event log was "
                           "deleted ([memory] retention_days deletes the event logs of old "
                           "sessions; their turns stay)")
     clips = checked_clips(kept_audio(store, [session_id]), where)
-    result = asyncio.run(replay_session(config, dict(record), clips, printer, echo_gain))
+    result = asyncio.run(replay_session(config, record, clips, printer, echo_gain))
     for line in report_lines(result):
         printer(escape_controls(line))
     if json_out is not None:
@@ -114,7 +115,7 @@ def _cue(line: ReplayLine) -> str:
     if cue is None:
         return f"at {line.segment.start:.3f} s"
     which = "" if cue.count <= 1 else f" (#{cue.count})"
-    if cue.event == PLAYBACK_STARTED:
+    if cue.event is PlaybackStarted:
         return f"{cue.after:.3f} s after {cue.unit} started{which}"
     return f"{cue.after:.3f} s after {cue.unit} finished{which}"
 

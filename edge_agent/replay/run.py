@@ -14,9 +14,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from edge_agent.app import build_conversation, build_engines, conversation_parts
 from edge_agent.audio.device import MIC_RATE
@@ -28,8 +27,9 @@ from edge_agent.config import Config
 from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.engines.llm.scripted import ScriptedLanguageModel
 from edge_agent.errors import ConfigError
-from edge_agent.events import EventLog, Notice
+from edge_agent.events import EchoIgnored, EventLog, Notice
 from edge_agent.memory.kept_audio import AGENT, CALLER, AudioClip
+from edge_agent.memory.record import SessionRecord, record_events
 from edge_agent.owner import InlineOwner
 from edge_agent.replay.agent_script import AgentScript, agent_script, recorded_toolbox
 from edge_agent.replay.decisions import Decision, Row, compare, decisions
@@ -71,7 +71,7 @@ class ReplayResult:
     """Of which loading the models."""
 
 
-async def replay_session(config: Config, record: Mapping[str, Any], clips: Sequence[AudioClip],
+async def replay_session(config: Config, record: SessionRecord, clips: Sequence[AudioClip],
                          printer: Printer = print, echo_gain: float = 0.0) -> ReplayResult:
     """Replay `record` (a session record) with `clips` (its kept audio, if any) through the
     engines and rules of `config`; `echo_gain`: the microphone hears the agent that loud (a
@@ -94,7 +94,7 @@ async def replay_session(config: Config, record: Mapping[str, Any], clips: Seque
                                load_seconds=loaded - began)
 
 
-async def replay_with(config: Config, engines: Engines, record: Mapping[str, Any],
+async def replay_with(config: Config, engines: Engines, record: SessionRecord,
                       clips: Sequence[AudioClip], speak: Callable[[str], bytes],
                       printer: Printer = print, echo_gain: float = 0.0) -> ReplayResult:
     """`replay_session` with the engines loaded: `engines.vad` and `engines.stt` hear the
@@ -120,18 +120,18 @@ async def replay_with(config: Config, engines: Engines, record: Mapping[str, Any
         dataclasses.replace(engines, llm=ScriptedLanguageModel(script.replies), tts=speech),
         clock, log, echo_gain)
     await _drive(talk, caller, clock, log, timeline.end + OVERTIME_S, printer)
-    recorded = decisions(record["events"])
-    replayed = decisions(entry.to_json() for entry in log.entries)
+    recorded = decisions(record_events(record))
+    replayed = decisions(log.entries)
     notes = [*script.notes, *_notes(timeline, caller, speech, log, source, echo_gain)]
-    return ReplayResult(str(record["session_id"]), source, tuple(lines), script,
+    return ReplayResult(record["session_id"], source, tuple(lines), script,
                         tuple(recorded), tuple(replayed), tuple(compare(recorded, replayed)),
                         tuple(notes), clock.now(), time.monotonic() - began)
 
 
-def replay_timeline(config: Config, record: Mapping[str, Any]) -> Timeline:
+def replay_timeline(config: Config, record: SessionRecord) -> Timeline:
     """The record's events on the replay's timeline; ConfigError if it spans more than
     `MAX_REPLAY_S`."""
-    timeline = build_timeline(record["events"],
+    timeline = build_timeline(record_events(record),
                               max(1, round(config.vad.min_speech_ms / 1000 / FRAME_SECONDS)))
     if timeline.end > MAX_REPLAY_S:
         raise ConfigError(f"session {record['session_id']}", "events",
@@ -212,7 +212,7 @@ def _notes(timeline: Timeline, caller: ReplayCaller, speech: RecordedSpeech, log
                      f"spoken by the voice as it speaks now (first: {speech.untimed[0]!r})")
     if caller.unsaid:
         notes.append(f"{len(caller.unsaid)} caller line(s) never said")
-    echoes = len(timeline.of_type("EchoIgnored"))
+    echoes = len(timeline.of_type(EchoIgnored))
     if echoes and not echo_gain and source != "kept clips":
         notes.append(f"the recording ignored the agent's echo {echoes} time(s): replay with "
                      "--echo-gain (a demo's echo_gain, e.g. 0.4 for `demo --call echo`) to "

@@ -22,13 +22,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from edge_agent.audio.pcm import first_loud_sample, resample
+from edge_agent.events import (
+    Backchannel,
+    CallerSpoke,
+    EchoIgnored,
+    TurnDropped,
+    UserSpeechStarted,
+    UserTurn,
+)
 from edge_agent.memory.kept_audio import AudioClip
 from edge_agent.replay.placement import CallerSegment
 from edge_agent.replay.timeline import FRAME_SECONDS, TimedEvent, Timeline, frame_floor
 
 Speak = Callable[[str], bytes]
 """Text -> int16 audio at the microphone's rate."""
-OUTCOMES = ("UserTurn", "Backchannel", "EchoIgnored", "TurnDropped")
+OUTCOMES = (UserTurn, Backchannel, EchoIgnored, TurnDropped)
 """The events that close a speech segment, one each."""
 
 
@@ -36,7 +44,7 @@ def caller_source(timeline: Timeline, clips: Sequence[AudioClip]) -> str:
     """Which source `caller_segments` will use: "kept clips", "call lines" or "transcripts"."""
     if clips:
         return "kept clips"
-    return "call lines" if timeline.of_type("CallerSpoke") else "transcripts"
+    return "call lines" if timeline.of_type(CallerSpoke) else "transcripts"
 
 
 def caller_segments(timeline: Timeline, clips: Sequence[AudioClip], speak: Speak,
@@ -53,7 +61,7 @@ def caller_segments(timeline: Timeline, clips: Sequence[AudioClip], speak: Speak
 def _from_clips(timeline: Timeline, clips: Sequence[AudioClip], mic_rate: int) -> list[CallerSegment]:
     segments: list[CallerSegment] = []
     for run in timeline.runs:
-        onsets = [e for e in _run_events(timeline, run.run_id) if e.type == "UserSpeechStarted"]
+        onsets = [e for e in timeline.of_type(UserSpeechStarted) if e.run_id == run.run_id]
         run_clips = [c for c in clips if c.run_id == run.run_id or len(timeline.runs) == 1]
         for index, clip in enumerate(run_clips):
             pcm = resample(clip.pcm, clip.sample_rate, mic_rate)
@@ -62,9 +70,9 @@ def _from_clips(timeline: Timeline, clips: Sequence[AudioClip], mic_rate: int) -
             event = onsets[index] if index < len(onsets) else None
             if event is not None:
                 # The clip begins `preroll` frames before the frame its onset was declared in.
-                onset = run.audio_to_replay(float(event.data["audio_time"]))
+                onset = run.audio_to_replay(event.event.audio_time)
                 declared = onset + timeline.onset_frames * FRAME_SECONDS
-                preroll = round((float(event.data["at"]) - clip.at) / FRAME_SECONDS)
+                preroll = round((event.at - clip.at) / FRAME_SECONDS)
                 start = declared - preroll * FRAME_SECONDS
             segments.append(CallerSegment(_outcome_text(timeline, event), pcm, mic_rate,
                                           start, onset, f"kept clip {clip.ref}"))
@@ -73,20 +81,20 @@ def _from_clips(timeline: Timeline, clips: Sequence[AudioClip], mic_rate: int) -
 
 def _from_lines(timeline: Timeline, speak: Speak, mic_rate: int) -> list[CallerSegment]:
     segments = []
-    for event in timeline.of_type("CallerSpoke"):
-        text = str(event.data["text"])
-        segments.append(CallerSegment(text, speak(text), mic_rate, frame_floor(event.t),
-                                      event.t + float(event.data["speech_offset"]), "call line"))
+    for spoke in timeline.of_type(CallerSpoke):
+        text = spoke.event.text
+        segments.append(CallerSegment(text, speak(text), mic_rate, frame_floor(spoke.t),
+                                      spoke.t + spoke.event.speech_offset, "call line"))
     return segments
 
 
 def _from_transcripts(timeline: Timeline, speak: Speak, mic_rate: int) -> list[CallerSegment]:
     segments: list[CallerSegment] = []
     for run in timeline.runs:
-        for event in _run_events(timeline, run.run_id):
-            if event.type != "UserSpeechStarted":
+        for event in timeline.of_type(UserSpeechStarted):
+            if event.run_id != run.run_id:
                 continue
-            onset = run.audio_to_replay(float(event.data["audio_time"]))
+            onset = run.audio_to_replay(event.event.audio_time)
             text = _outcome_text(timeline, event)
             if not text.strip():
                 continue  # the agent's own echo, or nothing recognized: no caller words
@@ -100,20 +108,16 @@ def _from_transcripts(timeline: Timeline, speak: Speak, mic_rate: int) -> list[C
     return segments
 
 
-def _outcome_text(timeline: Timeline, onset: TimedEvent | None) -> str:
+def _outcome_text(timeline: Timeline, onset: TimedEvent[UserSpeechStarted] | None) -> str:
     """What the recognizer made of the segment that `onset` (its `UserSpeechStarted`) began:
     the text of the first outcome after it ("" for the agent's echo, nothing recognized, or
     no onset to go by)."""
     events = timeline.events
     begun = next((i for i, event in enumerate(events) if event is onset), len(events))
-    for event in events[begun + 1:]:
-        if event.type in OUTCOMES:
-            return str(event.data["text"]) if event.type in ("UserTurn", "Backchannel") else ""
+    for later in events[begun + 1:]:
+        if isinstance(later.event, OUTCOMES):
+            return later.event.text if isinstance(later.event, UserTurn | Backchannel) else ""
     return ""
-
-
-def _run_events(timeline: Timeline, run_id: str) -> list[TimedEvent]:
-    return [e for e in timeline.events if e.run_id == run_id]
 
 
 def _without_overlap(segments: list[CallerSegment]) -> list[CallerSegment]:

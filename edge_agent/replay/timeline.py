@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar, cast
 
 from edge_agent.audio.device import MIC_FRAME, MIC_RATE
+from edge_agent.events import Event, LoggedEvent, UserSpeechEnded, UserSpeechStarted
 
 FRAME_SECONDS = MIC_FRAME / MIC_RATE
 """The microphone frame the loop takes (512 samples at 16 kHz)."""
@@ -32,21 +33,21 @@ LEAD_S = 2.0
 session whenever someone comes, and a replay steps through every frame it keeps."""
 
 
+E = TypeVar("E", bound=Event, covariant=True)
+
+
 @dataclass(frozen=True)
-class TimedEvent:
+class TimedEvent(Generic[E]):
     """A recorded event placed on the replay's timeline."""
 
     t: float
     """Seconds on the replay's timeline (its microphone started at 0)."""
-    type: str
-    """The event's type ("UserTurn", "PlaybackStarted", ...)."""
-    data: Mapping[str, Any]
-    """The event as recorded (its `at` is on its own run's clock)."""
-
-    @property
-    def run_id(self) -> str:
-        """The run that recorded it ("" for events recorded before runs were named)."""
-        return str(self.data.get("run_id", ""))
+    event: E
+    """The event as recorded."""
+    at: float
+    """When it was recorded, on its own run's clock."""
+    run_id: str
+    """The run that recorded it ("" for events recorded before runs were named)."""
 
 
 @dataclass(frozen=True)
@@ -75,17 +76,22 @@ class RunClock:
         return self.base + audio_time - self.skipped
 
 
+K = TypeVar("K", bound=Event)
+
+
 @dataclass(frozen=True)
 class Timeline:
-    events: tuple[TimedEvent, ...]
+    events: tuple[TimedEvent[Event], ...]
     """Every event of the record, in order, on the replay's timeline."""
     runs: tuple[RunClock, ...]
     """The session's runs, in order."""
     onset_frames: int
     """Frames of speech the recording's VAD needed before an onset (its `min_speech_ms`)."""
 
-    def of_type(self, *types: str) -> list[TimedEvent]:
-        return [event for event in self.events if event.type in types]
+    def of_type(self, kind: type[K]) -> list[TimedEvent[K]]:
+        """The events of type `kind`, in order."""
+        return [cast(TimedEvent[K], timed) for timed in self.events
+                if isinstance(timed.event, kind)]
 
     @property
     def end(self) -> float:
@@ -93,40 +99,39 @@ class Timeline:
         return max((event.t for event in self.events), default=0.0)
 
 
-def build_timeline(events: Sequence[Mapping[str, Any]], onset_frames: int) -> Timeline:
+def build_timeline(events: Sequence[LoggedEvent], onset_frames: int) -> Timeline:
     """`events` (a session record's, in order) on the replay's timeline. `onset_frames` (the
     configured VAD onset, in frames) is used only when the record shows none of its own."""
-    by_run: dict[str, list[Mapping[str, Any]]] = {}
-    for event in events:
-        by_run.setdefault(str(event.get("run_id", "")), []).append(event)
+    by_run: dict[str, list[LoggedEvent]] = {}
+    for entry in events:
+        by_run.setdefault(entry.run_id, []).append(entry)
     runs: list[RunClock] = []
     seen: Counter[int] = Counter()
     base = 0.0
     for run_id, run_events in by_run.items():
         mic_start, pinned = _mic_start(run_events, onset_frames)
-        quiet = min(float(e["at"]) for e in run_events) - mic_start - LEAD_S
+        quiet = min(e.at for e in run_events) - mic_start - LEAD_S
         run = RunClock(run_id, mic_start, base, pinned,
                        skipped=max(0, math.floor(quiet / FRAME_SECONDS)) * FRAME_SECONDS)
         runs.append(run)
-        seen.update(round((float(e["at"]) - mic_start - float(e["audio_time"])) / FRAME_SECONDS)
-                    for e in run_events if e["type"] == "UserSpeechStarted")
-        last = max((run.to_replay(float(e["at"])) for e in run_events), default=base)
+        seen.update(round((e.at - mic_start - e.event.audio_time) / FRAME_SECONDS)
+                    for e in run_events if isinstance(e.event, UserSpeechStarted))
+        last = max((run.to_replay(e.at) for e in run_events), default=base)
         base = frame_ceil(last + RUN_GAP_S)
     clocks = {run.run_id: run for run in runs}
-    timed = tuple(TimedEvent(clocks[str(e.get("run_id", ""))].to_replay(float(e["at"])),
-                             str(e["type"]), e) for e in events)
+    timed = tuple(TimedEvent(clocks[e.run_id].to_replay(e.at), e.event, e.at, e.run_id)
+                  for e in events)
     # The frames between a speech onset and its event, as most onsets of the record show.
     return Timeline(timed, tuple(runs), seen.most_common(1)[0][0] if seen else onset_frames)
 
 
-def _mic_start(events: Sequence[Mapping[str, Any]], onset_frames: int) -> tuple[float, bool]:
-    ends = [float(e["at"]) - float(e["audio_time"]) for e in events
-            if e["type"] == "UserSpeechEnded"]
+def _mic_start(events: Sequence[LoggedEvent], onset_frames: int) -> tuple[float, bool]:
+    ends = [e.at - e.event.audio_time for e in events if isinstance(e.event, UserSpeechEnded)]
     if ends:
         return min(ends), True
     # An onset is published `onset_frames` frames after the speech began (`audio_time`).
-    starts = [float(e["at"]) - float(e["audio_time"]) - onset_frames * FRAME_SECONDS
-              for e in events if e["type"] == "UserSpeechStarted"]
+    starts = [e.at - e.event.audio_time - onset_frames * FRAME_SECONDS
+              for e in events if isinstance(e.event, UserSpeechStarted)]
     if starts:
         return min(starts), True
     return 0.0, False

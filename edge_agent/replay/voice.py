@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from edge_agent.audio.pcm import first_loud_sample, resample
 from edge_agent.engines.base import SpeechAudio, TextToSpeech
 from edge_agent.heard.timings import WordTiming, tokenize
+from edge_agent.memory.record import UnitRecord
 
 TAIL_MS = 200
 """Audio after the last word of a unit that was cut before it played out (its real length
@@ -54,15 +54,16 @@ class RecordedUnit:
     """Its kept audio as far as it played (int16 at the voice's rate), if kept."""
 
 
-def recorded_units(units: Sequence[Mapping[str, Any]], played: Mapping[str, bytes]
+def recorded_units(units: Sequence[UnitRecord], played: Mapping[str, bytes]
                    ) -> list[RecordedUnit]:
     """The session record's `units`, with the kept audio of each (by unit id) if any."""
     return [RecordedUnit(
-        str(u["unit_id"]), str(u["generated"]),
-        tuple(RecordedWord(str(w["text"]), int(w["start_ms"]), int(w["end_ms"]),
-                           bool(w.get("exact", True))) for w in u["words"]),
+        u["unit_id"], u["generated"],
+        # A record from a file may hold whole numbers as floats (12.0): its checker allows them.
+        tuple(RecordedWord(w["text"], int(w["start_ms"]), int(w["end_ms"]),
+                           w.get("exact", True)) for w in u["words"]),
         None if u["interrupted"] else int(u["played_ms"]),
-        played.get(str(u["unit_id"]), b"")) for u in units]
+        played.get(u["unit_id"], b"")) for u in units]
 
 
 class RecordedSpeech:
