@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from edge_agent.events import PlaybackStarted
+from edge_agent.console import label
+from edge_agent.events import PlaybackStarted, SessionStarted
 from edge_agent.memory.store import MemoryStore
 
 COMMIT_GRACE_S = 0.1
@@ -64,6 +65,16 @@ class KillTrial:
     def ok(self) -> bool:
         return not self.missing and not self.overheard and self.integrity == "ok"
 
+
+def _session_starts() -> str:
+    started = label(SessionStarted(1, ""))
+    assert started is not None  # the console names every session's start
+    return started.text.split("(")[0]
+
+
+SESSION_STARTS = _session_starts()
+"""How the console's line for the first session's start reads ("session 1 starts "), whatever
+opened it: the one labeller's words, not a copy of them."""
 
 def kill_trial(config: Path, db: Path, call: str | None, kill_after_s: float,
                work: Path) -> KillTrial:
@@ -110,13 +121,13 @@ def _read(process: subprocess.Popen[str], lines: list[tuple[float, str]],
     assert process.stdout is not None
     for line in process.stdout:
         lines.append((time.monotonic(), line.rstrip("\n")))
-        if "-- session 1 starts" in line:
+        if SESSION_STARTS in line:
             started.set()
 
 
 def _session_start(lines: list[tuple[float, str]]) -> tuple[float, float]:
     for wall, line in lines:
-        if "-- session 1 starts" in line:
+        if SESSION_STARTS in line:
             return wall, float(line[1:line.index("]")])
     raise RuntimeError("no session start line")
 
