@@ -17,6 +17,7 @@ from edge_agent.audio.echo_cancel import (
 )
 from edge_agent.audio.talker_gate import GateSettings, LevelGate, TalkerGate
 from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
+from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.config import NOISE_SUPPRESSION_AUTO, Config
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
@@ -30,8 +31,10 @@ from edge_agent.engines.base import LanguageModel, SpeechRecognizer
 from edge_agent.engines.cpu_share import CpuShare, ProcLoadMeter, usable_cores
 from edge_agent.engines.engine_check import ensure_llm_runs
 from edge_agent.engines.heap import release_freed_heap
+from edge_agent.engines.llm.fallback import FallbackLanguageModel
 from edge_agent.engines.llm.llama import LlamaLanguageModel, load_language_model
 from edge_agent.engines.llm.scripted import ScriptedLanguageModel, ScriptedReply
+from edge_agent.engines.llm.server import ServerLanguageModel, read_api_key
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable
@@ -40,6 +43,7 @@ from edge_agent.engines.vad import SileroVad
 from edge_agent.errors import ConfigError, ModelFileError
 from edge_agent.events import EventLog, Notice
 from edge_agent.heard.truncation import HeardPolicy
+from edge_agent.lan import parse_server_url
 from edge_agent.memory.context import WindowSettings
 from edge_agent.memory.conversation_memory import (
     ConversationMemory,
@@ -117,6 +121,9 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
                 threads=config.llm.threads, max_tokens=config.llm.max_tokens,
                 temperature=config.llm.temperature, seed=config.llm.seed, share=share)
         llm_name = f"llama.cpp ({paths['llm'].name})"
+        if config.llm.server:
+            llm = _with_server(config, llm, MonotonicClock())
+            llm_name = f"{config.llm.server} (on-device: {llm_name})"
     with _fix_hint(config, catalog, "vad"):
         vad = SileroVad(paths["vad"])
     turn_end = None
@@ -128,6 +135,25 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
         names["turn_end"] = f"smart-turn ({paths['turn'].name})"
     engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts, turn_end=turn_end, cpu=share)
     return engines, names
+
+
+def _with_server(config: Config, local: LanguageModel, clock: Clock) -> FallbackLanguageModel:
+    """`local` behind the LAN server `[llm] server` names: the server answers while it can."""
+    return FallbackLanguageModel(lan_server(config), local, clock)
+
+
+def lan_server(config: Config, *, timeout_s: float | None = None,
+               max_tokens: int | None = None) -> ServerLanguageModel:
+    """The client of the LAN server `[llm] server` names, as configured (`timeout_s`,
+    `max_tokens`: other than configured, for a check)."""
+    llm = config.llm
+    return ServerLanguageModel(
+        parse_server_url(llm.server, config.source),
+        timeout_s=llm.server_timeout_ms / 1000 if timeout_s is None else timeout_s,
+        max_tokens=llm.max_tokens if max_tokens is None else max_tokens,
+        temperature=llm.temperature, seed=llm.seed, model=llm.server_model,
+        slot=llm.server_slot, api_key=read_api_key(llm.server_key_file, config.source),
+        ca_file=llm.server_ca_file)
 
 
 @contextlib.contextmanager
@@ -267,6 +293,9 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
     microphone, kept audio included, is cleaned (the speaker's echo, steady noise)."""
     if processing is not None:
         mic = ProcessedMicrophone(mic, speaker, processing, log.clock, owner("microphone"))
+    if isinstance(engines.llm, FallbackLanguageModel):
+        publish = log.publisher()
+        engines.llm.announce_to(lambda text: publish(Notice(text)))
     tools = parts.tools
     if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
         missing = ", ".join(sorted(engines.llm.tool_names - tools.names))
@@ -305,7 +334,8 @@ class Memory:
 def build_summarizer(config: Config, reply_model: LanguageModel,
                      catalog: Catalog | None = None) -> Summarizer:
     """The configured summarizer. An "llm" one with no summarizer_model runs in the reply
-    model's own context (`LlamaSummarizer(shared=...)`: the model in memory once); with a
+    model's own context (`LlamaSummarizer(shared=...)`: the model in memory once; with a LAN
+    server, the on-device model's); with a
     summarizer_model it loads that (blocking); with a scripted reply model and no
     summarizer_model there is no model to run: summaries are extractive."""
     memory = config.memory
@@ -318,6 +348,10 @@ def build_summarizer(config: Config, reply_model: LanguageModel,
                                          "memory.summarizer_model", config.source)
         elif isinstance(reply_model, LlamaLanguageModel):
             shared = reply_model.llama
+        elif isinstance(reply_model, FallbackLanguageModel) and isinstance(
+                reply_model.local, LlamaLanguageModel):
+            # Summaries stay on the kiosk: the on-device model, in its context.
+            shared = reply_model.local.llama
         else:
             return ExtractiveSummarizer(max_chars=memory.summary_chars)
     # One thread: summaries are background work, and llama.cpp's worker threads spin-wait on

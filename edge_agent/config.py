@@ -123,6 +123,24 @@ class LlmConfig:
     stalls every token)."""
     seed: int = 7
     """llama.cpp's sampling seed (0..4294967295, a 32-bit unsigned number)."""
+    server: str = ""
+    """An OpenAI-compatible chat server on the LAN ("http://10.0.0.5:8080/v1": llama.cpp's
+    llama-server, `python -m llama_cpp.server`, Ollama, vLLM) that answers while it can; the
+    on-device model answers when it cannot. "" for the on-device model only."""
+    server_timeout_ms: int = 1500
+    """How long a reply may wait for the server's first word before the on-device model
+    answers it instead."""
+    server_model: str = ""
+    """The model the server should use ("": its default; Ollama and vLLM need a name)."""
+    server_slot: int = -1
+    """llama-server's slot for this kiosk (`id_slot`: started with --parallel N, each kiosk
+    keeps its prompt cached in its own); -1: any free one."""
+    server_key_file: str = ""
+    """A file whose first line is the server's API key ("": $EDGE_AGENT_LLM_API_KEY, if set).
+    The key is never written to a log or a record."""
+    server_ca_file: str = ""
+    """For an https:// server with a private certificate authority: its CA certificate(s),
+    PEM ("": the system's)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 from edge_agent import validate
 from edge_agent.config import STT_ENGINES, Config, LlmConfig
 from edge_agent.errors import ConfigError
+from edge_agent.lan import parse_server_url
 from edge_agent.tomlfile import parse_toml, read_text
 from edge_agent.validate import Bounds, TextRule
 
@@ -65,6 +66,11 @@ _BOUNDS: dict[str, Bounds] = {
                               advice="replies above ~1.2 turn incoherent"),
     "llm.threads": Bounds(0, 64),
     "llm.seed": Bounds(0, 2**32 - 1),  # llama.cpp's seed is a uint32
+    "llm.server_timeout_ms": Bounds(50, 60000, advised=(200, 5000),
+                                    advice="the server is given up on while it is still "
+                                    "starting its reply, or a caller waits seconds before the "
+                                    "on-device model answers"),
+    "llm.server_slot": Bounds(-1, 1024),
     "stt.threads": Bounds(1, 64),
     "tts.threads": Bounds(1, 64),
     "tts.length_scale": Bounds(0.3, 3.0, advised=(0.6, 1.8),
@@ -165,6 +171,8 @@ def parse_config(text: str, source: str) -> Config:
                           f"({min(vad.end_silence_ms, vad.end_silence_complete_ms)} ms): the "
                           "answer is prepared before the turn may end")
     _check_llm_room(config.llm, source)
+    if config.llm.server:
+        parse_server_url(config.llm.server, source)
     if config.memory.fold_turns > config.turns.history_turns:
         validate.warn(source, "memory.fold_turns",
                       f"{config.memory.fold_turns} is more than turns.history_turns "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -323,6 +324,20 @@ class EventLog:
         for queue in self._subscribers:
             queue.put_nowait(entry)
         return entry
+
+    def publisher(self) -> Callable[[Event], None]:
+        """`publish` for code on another thread (an engine's owner thread): the event is
+        published on this loop, after what the loop is doing now. Made on the loop."""
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+
+        def publish(event: Event) -> None:
+            if threading.get_ident() == loop_thread:  # an engine run inline, on the loop
+                self.publish(event)
+            else:
+                loop.call_soon_threadsafe(self.publish, event)
+
+        return publish
 
     def listen(self, listener: Callable[[LoggedEvent], None]) -> None:
         """Call `listener` with every event as it is published, before `publish` returns (the

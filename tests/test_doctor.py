@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,8 @@ from edge_agent.memory.schema import SCHEMA_VERSION
 from edge_agent.memory.store import MemoryStore
 from edge_agent.models.catalog import load_catalog
 from tests.cli import write_config
+from tests.llama_server import free_port
+from tests.sse_server import ScriptedChatServer, piece, sse
 
 REPO = Path(__file__).resolve().parent.parent
 AUDIO_LINES = ("portaudio", "audio devices", "audio output", "audio input")
@@ -75,7 +79,7 @@ def _doctor(config: Path, env: dict[str, str], *args: str) -> subprocess.Complet
 def _lines(stdout: str) -> dict[str, str]:
     """Check name -> its whole line."""
     names = [*AUDIO_LINES, "config", "data dir", "cpu", "ram", "disk", "memory db",
-             "echo cancel", "model vad", "model stt", "model tts", "model llm", "model turn"]
+             "echo cancel", "llm server", "model vad", "model stt", "model tts", "model llm", "model turn"]
     found = {}
     for line in stdout.splitlines():
         for name in names:
@@ -346,6 +350,34 @@ def test_the_echo_canceller_is_built_and_run_once(
                           data_dir=tmp_path)
     _run(None, _args(config=config))
     assert _lines(capsys.readouterr().out)["echo cancel"].startswith(expected)
+
+
+def test_the_lan_server_is_asked_for_a_word_and_timed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None) -> None:
+    def slow(connection: socket.socket) -> None:
+        time.sleep(0.4)
+        connection.sendall(sse(piece("OK")))
+
+    with ScriptedChatServer([sse(piece("OK")), slow]) as server:
+        config = write_config(tmp_path, f'[llm]\nserver = "{server.url}"\n'
+                              "server_timeout_ms = 200\n", data_dir=tmp_path)
+        _run(None, _args(config=config))
+        first = _lines(capsys.readouterr().out)["llm server"]
+        _run(None, _args(config=config))
+        second = _lines(capsys.readouterr().out)["llm server"]
+    assert first.startswith(f"ok    llm server     http://127.0.0.1:{server.port}/v1")
+    assert "first word in" in first and "(llm.server_timeout_ms 200)" in first
+    assert second.startswith("warn  llm server") and "more than llm.server_timeout_ms" in second
+    assert server.requests[0]["max_tokens"] == 4
+    config = write_config(tmp_path, f'[llm]\nserver = "http://127.0.0.1:{free_port()}/v1"\n',
+                          data_dir=tmp_path)
+    _run(None, _args(config=config))
+    down = _lines(capsys.readouterr().out)["llm server"]
+    assert down.startswith("warn  llm server") and "connection refused" in down
+    assert "replies come from the on-device model" in down
+    write_config(tmp_path, data_dir=tmp_path)
+    _run(None, _args(config=tmp_path / "edge-agent.toml"))
+    assert "llm server" not in _lines(capsys.readouterr().out)  # none configured: no line
 
 
 def test_a_scripted_llm_needs_its_replies_file(

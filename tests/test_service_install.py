@@ -14,7 +14,7 @@ import pytest
 from edge_agent.cli import service as cli_service
 from edge_agent.config import Config
 from edge_agent.config_file import parse_config
-from edge_agent.errors import ServiceError
+from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import CommandResult, run_plan
 from edge_agent.installer.unit import (
     Layout,
@@ -24,6 +24,7 @@ from edge_agent.installer.unit import (
     service_config,
     uninstall_plan,
 )
+from edge_agent.lan import network_allowance
 
 ROOT = Path(__file__).resolve().parent.parent
 EXECUTABLE = ["/opt/edge-agent/venv/bin/edge-agent"]
@@ -263,3 +264,33 @@ def test_every_template_ships_in_the_wheel_under_share() -> None:
     on_disk = {f"{p.parent.name}/{p.name}" for folder in ("systemd", "config")
                for p in (root / folder).iterdir() if p.is_file()}
     assert shipped == on_disk
+
+
+def test_a_config_naming_a_lan_server_opens_the_network_to_it_only(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    unit = tmp_path / "etc/systemd/system/edge-agent.service"
+    text = unit.read_text(encoding="utf-8")
+    assert "\nPrivateNetwork=yes\n" in text and "IPAddressAllow" not in text  # no server: none
+    config = tmp_path / "etc/edge-agent/edge-agent.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        '\nserver = ""\n', '\nserver = "http://llm.venue.lan:8080/v1"\n'), encoding="utf-8")
+    (tmp_path / "etc/resolv.conf").write_text("nameserver 10.0.0.1\nnameserver fe80::1%eth0\n",
+                                              encoding="utf-8")
+    lines: list[str] = []
+    plan = install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[],
+                        resolve=lambda host: ["10.0.0.5"] if host == "llm.venue.lan" else [])
+    assert run_plan(plan, False, lines.append) >= 1
+    text = unit.read_text(encoding="utf-8")
+    assert "\nPrivateNetwork=no\n" in text and "\nIPAddressDeny=any\n" in text
+    assert ("\nIPAddressAllow=10.0.0.5 127.0.0.0/8 ::1/128 10.0.0.1 fe80::1\n" in text), text
+    assert "\nRestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n" in text
+    assert any("IPAddressAllow=10.0.0.5" in line for line in lines), lines
+
+
+def test_a_lan_server_given_by_address_needs_no_name_server(tmp_path: Path) -> None:
+    assert network_allowance(["10.0.0.5", "fd00::5"], resolve=lambda _: []) == [
+        "10.0.0.5", "fd00::5"]
+    assert network_allowance([]) == []
+    with pytest.raises(ConfigError, match="does not resolve"):
+        network_allowance(["nowhere.invalid"], resolve=lambda _: [])

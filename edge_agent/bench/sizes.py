@@ -29,6 +29,8 @@ ENGINE_SENTENCES = Size(12, 3)
 """Sentences through the voice and the recognizer alone (`bench engines --sentences`)."""
 LLM_PROMPTS = Size(6, 2)
 """Questions to the LLM alone (`bench engines --prompts`)."""
+LAN_QUESTIONS = Size(6, 2)
+"""Questions asked each way in `bench lan` (the server, the device, refused, silent)."""
 MEMORY_TURNS = Size(300, 20)
 """Turns of the synthetic session (`bench memory --turns`)."""
 MEMORY_KILLS = Size(5, 0)

@@ -1,6 +1,6 @@
 """`edge-agent bench [--quick] [--json OUT]`: every benchmark on this machine, one table; and
 `edge-agent bench engines | heard | latency | backchannel | stt | memory | rooms | service`: one
-part.
+part; `edge-agent bench lan`, the venue's LLM server (not part of `bench`: it needs one).
 
 Part of the command line (messages and exit codes are made here and in `cli`). `bench` and a
 part's subcommand call the same function (`bench.parts`) and get the same part JSON: the
@@ -134,6 +134,13 @@ def add_parser(commands: Any) -> None:
     service.add_argument("--idle", type=seconds, default=float(sizes.SERVICE_IDLE_S.full),
                          help="seconds the idle agent is watched (default %(default)g)")
 
+    lan = _part_parser(
+        benchmarks, "lan", "the venue's LLM server ([llm] server) against the on-device model: "
+                           "first word from each, and when the server is down or silent "
+                           "(not run by `bench`)")
+    lan.add_argument("--questions", type=positive_int, default=sizes.LAN_QUESTIONS.full,
+                     help="questions asked each way (default %(default)s)")
+
 
 def _part_parser(benchmarks: Any, name: str, what: str, seed_help: str = ""
                  ) -> argparse.ArgumentParser:
@@ -175,7 +182,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
         return _run_all(config, args)
     command: PartCommand = {
         "engines": _engines, "heard": _heard, "latency": _latency, "backchannel": _backchannel, "stt": _stt,
-        "memory": _memory, "rooms": _rooms, "service": _service}[args.benchmark]
+        "memory": _memory, "rooms": _rooms, "service": _service, "lan": _lan}[args.benchmark]
     result, figures = command(config, args)
     write_json(result, args.json)
     print(figures)
@@ -292,3 +299,22 @@ def _service(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], 
           f"{args.idle:.0f} s, then its microphone and speaker pulled and given back", flush=True)
     result = service_part(_workbench(config), args.idle, devices=True)
     return result, table(result)
+
+
+def _lan(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.app import lan_server
+    from edge_agent.bench.lan import run_lan, table
+    from edge_agent.errors import ConfigError
+
+    if not config.llm.server:
+        raise ConfigError(config.source, "llm.server", "`bench lan` measures the LAN LLM server "
+                          "the config names: set [llm] server (e.g. \"http://10.0.0.5:8080/v1\")")
+    bench = _workbench(config)
+    local = bench.llm()
+    if local is None:
+        raise ConfigError(config.source, "llm.engine", '`bench lan` compares the server with '
+                          'the on-device model: use engine = "llama"')
+    print(f"edge-agent bench lan: {config.llm.server} against the on-device model", flush=True)
+    result = run_lan(lan_server(config), local, config.llm.server_timeout_ms, args.questions,
+                     bench.say)
+    return dict(result), table(result)

@@ -18,6 +18,7 @@ import os
 import platform
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,6 +71,8 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
               Group(lambda _: ("cpu", "ram", "disk"), _machine, 30),
               _single("memory db", lambda c: database_line(c.config.db_path, c.quick), 600),
               _single("echo cancel", lambda c: _echo_cancel_line(c.config), 30),
+              _single("llm server", lambda c: _llm_server_line(c.config), 60,
+                      applies=lambda c: bool(c.config.llm.server)),
               Group(doctor_checks.audio_names, doctor_checks.audio, 90),
               Group(doctor_checks.model_names, doctor_checks.models, 900))
     for group in groups:
@@ -78,15 +81,20 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
             "machine": machine}
 
 
-def _single(name: str, body: Callable[[Context], CheckRecord], timeout_s: float) -> Group:
+def _single(name: str, body: Callable[[Context], CheckRecord], timeout_s: float,
+            applies: Callable[[Context], bool] = lambda _: True) -> Group:
+    """One check, run when it `applies` to the config."""
     def run(context: Context, emit: Emit) -> None:
-        guarded(emit, name, lambda: body(context))
+        if applies(context):
+            guarded(emit, name, lambda: body(context))
 
-    return Group(lambda _: (name,), run, timeout_s)
+    return Group(lambda context: (name,) if applies(context) else (), run, timeout_s)
 
 
 def _run_group(group: Group, context: Context, emit: Emit) -> None:
     names = list(group.names(context))
+    if not names:
+        return  # nothing of it applies to this config
     lock = threading.Lock()
     reported: list[str] = []
     open_ = [True]
@@ -205,6 +213,33 @@ def _echo_cancel_line(config: Config) -> CheckRecord:
                      "livekit)")
     return check("echo cancel", "ok", f"webrtc-aec3 (livekit "
                  f"{importlib.metadata.version('livekit')}), {config.audio.echo_cancel}")
+
+
+def _llm_server_line(config: Config) -> CheckRecord:
+    """The LAN server `[llm] server` names, asked for one word: how long its first word takes
+    against `server_timeout_ms` (past it, the kiosk answers on-device)."""
+    from edge_agent.app import lan_server
+    from edge_agent.engines.llm.server import ServerUnavailable
+
+    llm = config.llm
+    server = lan_server(config, timeout_s=30.0, max_tokens=4)
+    address = server.address
+    began = time.monotonic()
+    try:
+        with contextlib.closing(server.stream([{"role": "user", "content": "Say OK."}])) as pieces:
+            next(pieces)
+    except ServerUnavailable as exc:
+        return check("llm server", "warn", f"{exc}: replies come from the on-device model",
+                     "start the server, or check [llm] server (its address and port) and the "
+                     "network between them")
+    took_ms = (time.monotonic() - began) * 1000
+    if took_ms > llm.server_timeout_ms:
+        return check("llm server", "warn", f"{address.shown}: first word in {took_ms:.0f} ms, "
+                     f"more than llm.server_timeout_ms ({llm.server_timeout_ms}): replies "
+                     "come from the on-device model", "raise llm.server_timeout_ms, or give the "
+                     "server a faster model or fewer kiosks")
+    return check("llm server", "ok", f"{address.shown}: first word in {took_ms:.0f} ms "
+                 f"(llm.server_timeout_ms {llm.server_timeout_ms})")
 
 
 def _running_note(path: Path) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import edge_agent
+from edge_agent.config_file import load_config
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import (
     Command,
@@ -30,6 +31,7 @@ from edge_agent.installer.steps import (
     Step,
     WriteFile,
 )
+from edge_agent.lan import Resolve, lan_hosts, network_allowance
 
 SERVICE = "edge-agent.service"
 USER = "edge-agent"
@@ -80,16 +82,22 @@ def _systemctl_says(layout: Layout, runner: Runner, *query: str) -> bool:
 
 
 def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | None = None,
-                 bind: Sequence[Path] | None = None) -> Plan:
+                 bind: Sequence[Path] | None = None, resolve: Resolve | None = None) -> Plan:
     """`executable` (the command that starts edge-agent) and `bind` (directories to bind in
-    read-only) default to this installation's (`find_executable`, `read_only_paths`)."""
+    read-only) default to this installation's (`find_executable`, `read_only_paths`). The unit
+    reaches the network only when the installed config names servers on the LAN, and then only
+    their addresses (`resolve`: how a host name is looked up, default the system's)."""
     executable = list(executable) if executable is not None else find_executable()
     bind = list(bind) if bind is not None else read_only_paths()
     sysusers = WriteFile(layout.sysusers, template("systemd/edge-agent.sysusers"), 0o644)
-    unit_text = render_unit(template(f"systemd/{SERVICE}"), executable, bind)
-    unit = WriteFile(layout.unit, unit_text, 0o644, detail="; ".join(
-        line for line in unit_text.splitlines() if line.startswith(("ExecStart=", "BindRead"))))
     config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
+    installed = config_dir / "edge-agent.toml"
+    allow = (network_allowance(lan_hosts(load_config(installed)), resolve,
+                               layout.host("/etc/resolv.conf")) if installed.is_file() else [])
+    unit_text = render_unit(template(f"systemd/{SERVICE}"), executable, bind, allow)
+    unit = WriteFile(layout.unit, unit_text, 0o644, detail="; ".join(
+        line for line in unit_text.splitlines()
+        if line.startswith(("ExecStart=", "BindRead", "IPAddressAllow="))))
     config = WriteFile(config_dir / "edge-agent.toml",
                        service_config(template("config/edge-agent.toml")), 0o644,
                        keep_existing=True, detail=f'data_dir = "{STATE_DIR}"')
@@ -198,10 +206,13 @@ def _unit_word(text: str) -> str:
     return f'"{text}"' if any(c.isspace() or c in "\"'\\" for c in text) else text
 
 
-def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = ()) -> str:
+def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = (),
+                allow: Sequence[str] = ()) -> str:
     """The shipped unit with ExecStart= naming `executable` (`run` appended). An installation
     in a home directory is made visible read-only: ProtectHome=tmpfs (an empty /home, /root and
-    /run/user) with just those directories bound in, instead of ProtectHome=yes."""
+    /run/user) with just those directories bound in, instead of ProtectHome=yes. With `allow`
+    (addresses: the venue's servers, `lan.network_allowance`), the network is opened to those
+    addresses only: no PrivateNetwork=, IP sockets, IPAddressDeny=any with IPAddressAllow=."""
     exec_line = "ExecStart=" + " ".join(_unit_word(part) for part in [*executable, "run"])
     text, count = re.subn(r"^ExecStart=.*$", lambda _: exec_line, text, count=1, flags=re.M)
     if count != 1:
@@ -210,7 +221,29 @@ def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = ())
         paths = " ".join(_unit_word(str(p)) for p in bind)
         text = re.sub(r"^ProtectHome=.*$", lambda _: "ProtectHome=tmpfs\n"
                       f"BindReadOnlyPaths={paths}", text, count=1, flags=re.M)
+    if allow:
+        relaxed = {
+            "PrivateNetwork": "# Opened by `edge-agent service install` for the servers the "
+                              "config names, and\n# only to them: run it again after changing "
+                              "them.\nPrivateNetwork=no",
+            "IPAddressDeny": f"IPAddressDeny=any\nIPAddressAllow={' '.join(allow)}",
+            "RestrictAddressFamilies": "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"}
+        for key, line in relaxed.items():
+            # A function, not a template: the line holds no backreferences.
+            text, count = re.subn(rf"^{key}=.*$", _Literal(line), text, count=1, flags=re.M)
+            if count != 1:
+                raise ConfigError(f"systemd/{SERVICE}", key, "missing from the unit template")
     return text
+
+
+@dataclass(frozen=True)
+class _Literal:
+    """A `re.sub` replacement that is the text itself."""
+
+    text: str
+
+    def __call__(self, _: re.Match[str]) -> str:
+        return self.text
 
 
 def service_config(text: str) -> str:

@@ -7,7 +7,6 @@ prompt is fitted to the context less the reply's `max_tokens` before it is sent 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -21,7 +20,7 @@ from edge_agent.engines.cpu_share import CpuShare, usable_cores
 from edge_agent.engines.llm import native
 from edge_agent.engines.llm import state as llm_state
 from edge_agent.engines.llm.prompt_budget import Fit, TokenCounter, fit_prompt
-from edge_agent.engines.llm.tool_replies import JsonReplyReader, ToolFormat
+from edge_agent.engines.llm.tool_replies import JsonReplyReader, ToolFormats
 from edge_agent.errors import EngineError, ModelFileError, OutputError
 from edge_agent.printable import shown
 
@@ -76,7 +75,7 @@ class LlamaLanguageModel:
                                       threads=self._threads, seed=seed)
         self._max_tokens = max_tokens
         self._temperature = temperature
-        self._tool_formats: dict[str, ToolFormat] = {}
+        self._tool_formats = ToolFormats()
         self._context = context_tokens
         self._prefix_format = chat_formatter(self._llama, reply_header=False)
         # Counting is exact only when create_chat_completion renders with the GGUF's own
@@ -184,7 +183,7 @@ class LlamaLanguageModel:
         if self._prefix_format is None:
             return None
         if tools:
-            messages = self._tool_format(tools).prompt(messages)
+            messages = self._tool_formats.of(tools).prompt(messages)
         tokens = self._render_tokens(self._prefix_format, messages)
         if len(tokens) + self._max_tokens >= self._context:
             return None
@@ -244,7 +243,7 @@ class LlamaLanguageModel:
         if not tools:
             yield from self._pieces(self._fit(messages, self.count_tokens), None)
             return
-        form = self._tool_format(tools)
+        form = self._tool_formats.of(tools)
         reader = JsonReplyReader()
         # Asked again with a tool's result, SmolLM2-135M repeated the same call every time
         # (a table booked once per hop): unless chaining is allowed, that hop may only speak.
@@ -278,14 +277,6 @@ class LlamaLanguageModel:
                     yield piece
         finally:
             completion.close()
-
-    def _tool_format(self, tools: Sequence[ToolSpec]) -> ToolFormat:
-        # The grammar is compiled once per tool set: a conversation offers the same tools on
-        # every hop.
-        key = json.dumps(list(tools), sort_keys=True)
-        if key not in self._tool_formats:
-            self._tool_formats[key] = ToolFormat(tools)
-        return self._tool_formats[key]
 
 
 def chat_formatter(llama: Any, *, reply_header: bool) -> Any:

@@ -81,6 +81,20 @@ class ToolFormat:
         return out
 
 
+class ToolFormats:
+    """Each tool set's format, made once: a conversation offers the same tools on every hop,
+    and compiling their grammar takes a while."""
+
+    def __init__(self) -> None:
+        self._formats: dict[str, ToolFormat] = {}
+
+    def of(self, tools: Sequence[ToolSpec]) -> ToolFormat:
+        key = json.dumps(list(tools), sort_keys=True)
+        if key not in self._formats:
+            self._formats[key] = ToolFormat(tools)
+        return self._formats[key]
+
+
 def reply_schema(functions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """JSON schema of a reply: `{"say": text}` or `{"tool": name, "arguments": {...}}`."""
     say = {"type": "object", "properties": {"say": {"type": "string", "minLength": 1}},

@@ -1,0 +1,235 @@
+"""The LAN LLM server's client and the fallback to the on-device model, against a scripted chat
+server on 127.0.0.1 (real sockets, real HTTP, scripted answers; no model)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from edge_agent.bench.lan import run_lan, table
+from edge_agent.clock import VirtualClock
+from edge_agent.config_file import load_config
+from edge_agent.engines.base import ToolCall, ToolSpec
+from edge_agent.engines.llm.fallback import RETRY_S, FallbackLanguageModel
+from edge_agent.engines.llm.server import ServerLanguageModel, ServerUnavailable, read_api_key
+from edge_agent.errors import ConfigError, EngineError
+from edge_agent.lan import API_KEY_VARIABLE, parse_server_url
+from tests.cli import edge_agent, write_config
+from tests.fakes import FakeLanguageModel
+from tests.llama_server import free_port
+from tests.sse_server import ScriptedChatServer, http_error, piece, sse
+
+HELLO = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+BOOK: ToolSpec = {"type": "function", "function": {
+    "name": "book_table", "description": "Book a table.",
+    "parameters": {"type": "object", "properties": {"people": {"type": "integer"}},
+                   "required": ["people"]}}}
+
+
+def client(url: str, timeout_s: float = 2.0, **options: object) -> ServerLanguageModel:
+    return ServerLanguageModel(parse_server_url(url), timeout_s=timeout_s, max_tokens=50,
+                               temperature=0.3, seed=7, **options)  # type: ignore[arg-type]
+
+
+def later(clock: VirtualClock, seconds: float) -> None:
+    asyncio.run(clock.advance(seconds))
+
+
+# -- the client ------------------------------------------------------------------------------
+
+def test_the_reply_streams_piece_by_piece_and_the_request_asks_for_a_cached_prompt() -> None:
+    answer = sse(": ping\n\n", piece("Hello"), piece(""), piece(" there."),
+                 {"choices": [], "usage": {"total_tokens": 9}})
+    with ScriptedChatServer([answer]) as server:
+        model = client(server.url, model="llama3", slot=2, api_key="s3cret")
+        assert list(model.stream(HELLO)) == ["Hello", " there."]
+    (request,) = server.requests
+    assert request["path"] == "/v1/chat/completions"
+    assert request["messages"] == HELLO and request["stream"] is True
+    assert (request["cache_prompt"], request["id_slot"], request["model"]) == (True, 2, "llama3")
+    assert (request["max_tokens"], request["temperature"], request["seed"]) == (50, 0.3, 7)
+    assert "response_format" not in request
+    assert server.headers[0]["Authorization"] == "Bearer s3cret"
+
+
+def test_with_tools_the_json_reply_is_asked_for_by_schema_and_read_as_a_call() -> None:
+    call = '{"tool": "book_table", "arguments": {"people": 4}}'
+    with ScriptedChatServer([sse(*(piece(part) for part in (call[:9], call[9:30], call[30:])))
+                             ]) as server:
+        items = list(client(server.url).stream(HELLO, [BOOK]))
+    calls = [item for item in items if isinstance(item, ToolCall)]
+    assert [(c.name, c.arguments) for c in calls] == [("book_table", '{"people": 4}')]
+    assert all(item == "" for item in items if not isinstance(item, ToolCall))
+    form = server.requests[0]["response_format"]
+    assert form["type"] == "json_object" and "anyOf" in form["schema"]
+    # The tool instruction is in the system message, as for the on-device model.
+    assert "book_table" in server.requests[0]["messages"][0]["content"]
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    (http_error(500, "Internal Server Error", "top_p: must be at most 1"),
+     "HTTP 500 Internal Server Error: top_p: must be at most 1"),
+    (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", "without [DONE]"),
+    (sse(finish=None), "stopped the reply before it was finished"),
+    (sse('data: {"error": {"message": "context overflow"}}\n\n', finish=None),
+     "context overflow"),
+])
+def test_no_reply_is_server_unavailable_with_the_reason(answer: bytes, reason: str) -> None:
+    with ScriptedChatServer([answer]) as server, pytest.raises(ServerUnavailable) as caught:
+        list(client(server.url).stream(HELLO))
+    assert reason in str(caught.value) and server.url.removesuffix("/v1") in str(caught.value)
+
+
+def test_a_finished_reply_that_says_nothing_is_an_empty_reply() -> None:
+    with ScriptedChatServer([sse(finish="stop")]) as server:
+        assert list(client(server.url).stream(HELLO)) == []
+
+
+def test_a_refused_connection_and_a_silent_server_are_unavailable_within_the_timeout() -> None:
+    with pytest.raises(ServerUnavailable, match="connection refused"):
+        list(client(f"http://127.0.0.1:{free_port()}/v1").stream(HELLO))
+
+    def silent(connection: socket.socket) -> None:
+        time.sleep(3.0)  # headers never come within the client's 0.3 s
+
+    with ScriptedChatServer([silent]) as server:
+        began = time.monotonic()
+        with pytest.raises(ServerUnavailable, match="no reply within the time allowed"):
+            list(client(server.url, timeout_s=0.3).stream(HELLO))
+        assert time.monotonic() - began < 2.0  # given up on, not waited for
+
+
+def test_a_reply_broken_off_midway_is_an_engine_failure() -> None:
+    cut = sse(piece("We open"), piece(" at"), done=False, finish=None)
+    with ScriptedChatServer([cut]) as server:
+        pieces = client(server.url).stream(HELLO)
+        assert next(pieces) == "We open"
+        with pytest.raises(EngineError, match=r"failed mid-reply.*without \[DONE\]") as caught:
+            list(pieces)
+    assert not isinstance(caught.value, ServerUnavailable)
+
+
+# -- the fallback ----------------------------------------------------------------------------
+
+def fallback(url: str, local: FakeLanguageModel, clock: VirtualClock
+             ) -> tuple[FallbackLanguageModel, list[str]]:
+    said: list[str] = []
+    model = FallbackLanguageModel(client(url, timeout_s=0.5), local, clock)
+    model.announce_to(said.append)
+    return model, said
+
+
+def test_the_device_answers_while_the_server_is_down_and_the_server_again_once_it_is_back(
+        ) -> None:
+    clock = VirtualClock()
+    local = FakeLanguageModel(["From the kiosk.", "Still the kiosk.", "Kiosk again."])
+    port = free_port()
+    model, said = fallback(f"http://127.0.0.1:{port}/v1", local, clock)
+    assert "".join(map(str, model.stream(HELLO))) == "From the kiosk."
+    assert model.answered_by == "device" and len(said) == 1
+    assert "connection refused" in said[0] and "on-device model" in said[0]
+    # Within RETRY_S the server is not asked again, and nothing more is announced.
+    later(clock, RETRY_S - 1)
+    assert "".join(map(str, model.stream(HELLO))) == "Still the kiosk."
+    assert len(said) == 1 and len(local.requests) == 2
+    later(clock, 1)
+    with ScriptedChatServer([sse(piece("From the server."))]) as server:
+        model.server = client(server.url)
+        assert list(model.stream(HELLO)) == ["From the server."]
+    assert model.answered_by == "server" and len(local.requests) == 2
+    assert len(said) == 2 and "answers again" in said[1]
+
+
+def test_a_slow_server_falls_back_within_its_timeout_and_a_broken_reply_is_not_replayed(
+        ) -> None:
+    clock = VirtualClock()
+    local = FakeLanguageModel(["On the device."])
+
+    def slow(connection: socket.socket) -> None:
+        time.sleep(3.0)
+
+    cut = sse(piece("We open"), done=False, finish=None)
+    with ScriptedChatServer([cut, slow]) as server:
+        model, said = fallback(server.url, local, clock)
+        pieces = model.stream(HELLO)
+        assert next(pieces) == "We open"
+        with pytest.raises(EngineError):
+            list(pieces)  # its first words may have been heard: not said again on the device
+        assert local.requests == [] and "failed mid-reply" in said[0]
+        later(clock, RETRY_S)
+        began = time.monotonic()
+        assert "".join(map(str, model.stream(HELLO))) == "On the device."
+        assert time.monotonic() - began < 2.0  # given up on after 0.5 s, not waited for
+        assert len(said) == 1  # it was down already: said once
+
+
+def test_the_device_is_prewarmed_only_while_it_answers() -> None:
+    clock = VirtualClock()
+    local = FakeLanguageModel([])
+    with ScriptedChatServer([sse(piece("Hi."))]) as server:
+        model, _ = fallback(server.url, local, clock)
+        model.prewarm(HELLO)
+        assert local.prewarmed == []
+        list(model.stream(HELLO))
+    model.server = client(f"http://127.0.0.1:{free_port()}/v1")
+    later(clock, RETRY_S)
+    list(model.stream(HELLO))
+    model.prewarm(HELLO)
+    assert local.prewarmed == [HELLO]
+
+
+# -- the config ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("10.0.0.5:8080/v1", "must be an http:// or https:// address with a host"),
+    ("ftp://10.0.0.5/v1", "must be an http:// or https:// address"),
+    ("http://user:pw@10.0.0.5:8080/v1", "must not hold credentials"),
+    ("http://10.0.0.5:99999/v1", "has no valid port"),
+    ("http://10.0.0.5:8080/v1?key=x", "without ?query"),
+])
+def test_a_bad_server_address_is_a_config_error(tmp_path: Path, url: str, message: str) -> None:
+    config = write_config(tmp_path, f'[llm]\nserver = "{url}"\n')
+    with pytest.raises(ConfigError, match=r"llm\.server") as caught:
+        load_config(config)
+    assert message in str(caught.value)
+    assert "pw" not in str(caught.value)
+
+
+def test_the_address_and_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    address = parse_server_url("https://llm.venue.lan/v1/")
+    assert (address.port, address.path, address.shown) == (
+        443, "/v1", "https://llm.venue.lan:443/v1")
+    monkeypatch.setenv(API_KEY_VARIABLE, " from-env \n")
+    assert read_api_key("") == "from-env"
+    key = tmp_path / "key"
+    key.write_text("from-file\nignored\n", encoding="utf-8")
+    assert read_api_key(str(key)) == "from-file"
+    with pytest.raises(ConfigError, match=r"server_key_file.*cannot read"):
+        read_api_key(str(tmp_path / "missing"))
+    key.write_text("\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="is empty"):
+        read_api_key(str(key))
+
+
+def test_bench_lan_times_the_first_word_each_way() -> None:
+    local = FakeLanguageModel(["Nine.", "Yes.", "Nine.", "Yes.", "Nine.", "Yes."])
+    lines: list[str] = []
+    with ScriptedChatServer([sse(piece("At nine.")), sse(piece("We do."))]) as server:
+        result = run_lan(client(server.url, timeout_s=0.3), local, 300, 2, lines.append)
+    assert result["server"] == server.url and len(server.requests) == 2
+    for series in ("server", "device", "refused", "silent"):
+        assert result[f"{series}_first_word_ms"]["n"] == 2  # type: ignore[literal-required]
+    # A silent server is waited for as long as the timeout, never less.
+    assert min(result["silent_first_word_ms"]["values"]) >= 300
+    assert len(local.requests) == 6  # the device answered its own and both fallbacks
+    assert "from the server" in table(result) and len(lines) == 3
+
+
+def test_bench_lan_needs_a_server_in_the_config(tmp_path: Path) -> None:
+    result = edge_agent("bench", "lan", config=write_config(tmp_path), timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "llm.server: `bench lan` measures the LAN LLM server" in result.stderr
