@@ -233,3 +233,18 @@ def test_bench_lan_needs_a_server_in_the_config(tmp_path: Path) -> None:
     result = edge_agent("bench", "lan", config=write_config(tmp_path), timeout=120)
     assert result.returncode == 2, result.stderr
     assert "llm.server: `bench lan` measures the LAN LLM server" in result.stderr
+
+
+def test_a_withdrawn_request_is_withdrawn_from_the_model_that_answered_it() -> None:
+    clock = VirtualClock()
+    local = FakeLanguageModel(["From the kiosk."])
+    with ScriptedChatServer([sse(piece("From the server."))]) as server:
+        model, _ = fallback(server.url, local, clock)
+        list(model.stream(HELLO))
+        model.withdraw()  # the server's: the kiosk's model was never asked
+        assert local.withdrawn == []
+    model.server = client(f"http://127.0.0.1:{free_port()}/v1")
+    later(clock, RETRY_S)
+    list(model.stream(HELLO))
+    model.withdraw()
+    assert local.withdrawn == [HELLO]

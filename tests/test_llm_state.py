@@ -4,8 +4,8 @@ load), and a prewarm that a stop event interrupts. Real SmolLM2-135M."""
 from __future__ import annotations
 
 import json
+import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -165,12 +165,13 @@ def test_a_state_for_other_messages_or_another_context_size_is_not_used(
 def test_only_the_newest_few_states_are_kept(fresh: Factory, tmp_path: Path) -> None:
     model = fresh()
     paths = []
-    for place in ("a bakery", "a museum", "a library", "a hotel", "a pharmacy"):
+    for age, place in enumerate(("a bakery", "a museum", "a library", "a hotel", "a pharmacy")):
         path = model.save_prefix_state([{"role": "system", "content": f"You work at {place}."}],
                                        tmp_path)
         assert path is not None
         paths.append(path)
-        time.sleep(0.01)  # distinct mtimes
+        # Saved in this order, whatever the file system's clock resolution says.
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))
     kept = sorted(p.name for p in tmp_path.iterdir())
     assert kept == sorted(p.name for p in paths[-KEEP_FILES:])
 

@@ -17,6 +17,7 @@ from edge_agent.conversation.builtin_tools import load_tools
 from edge_agent.engines.base import ChatMessage, ToolCall
 from edge_agent.engines.llm.llama import LlamaLanguageModel
 from edge_agent.engines.llm.prompt_budget import ELLIPSIS, TokenCounter, fit_prompt, head, tail
+from edge_agent.engines.llm.tool_replies import ToolFormat
 from edge_agent.errors import EngineError
 from edge_agent.memory.summarizer import LEAD, LlamaSummarizer
 
@@ -255,7 +256,7 @@ def reply(model: LlamaLanguageModel, messages: list[ChatMessage], tools: bool = 
 @pytest.mark.models
 def test_the_count_is_the_prompt_llama_cpp_evaluates(smollm: Factory) -> None:
     model = smollm(2048, 8)
-    form = model._tool_format(BOOK_SPEC)
+    form = ToolFormat(BOOK_SPEC)  # what the model makes of these tools (made the same way)
     for messages in (CONVERSATION[1:6], [CONVERSATION[0], *CONVERSATION[-3:]],
                      form.prompt(CONVERSATION[-4:])):
         usage = model._llama.create_chat_completion(messages=messages, max_tokens=1)["usage"]
@@ -296,7 +297,7 @@ def test_with_tools_the_instruction_counts_and_is_kept(smollm: Factory) -> None:
     model = smollm(256, 64)
     text, calls = reply(model, CONVERSATION, tools=True)
     assert text.strip() or calls
-    form = model._tool_format(BOOK_SPEC)
+    form = ToolFormat(BOOK_SPEC)  # what the model makes of these tools (made the same way)
     fit = model.last_fit
     assert fit is not None and fit.changed
     assert model.count_tokens(form.prompt(fit.messages)) == fit.tokens <= 256 - 64

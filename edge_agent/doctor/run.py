@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import platform
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from edge_agent import __version__
-from edge_agent.audio.device import MIC_FRAME, MIC_RATE
+from edge_agent.child_probe import python_child_env, run_child
 from edge_agent.config import Config
 from edge_agent.config_file import SEARCH_PATHS, load_config
 from edge_agent.doctor.report import (
@@ -195,24 +197,44 @@ def _data_dir_line(config: Config) -> CheckRecord:
                  f"({parent} is writable)")
 
 
+_ECHO_CANCEL_CHILD = (
+    "import importlib.metadata, json\n"
+    "from edge_agent.child_probe import forbid_core_files\n"
+    "forbid_core_files()\n"
+    "from edge_agent.audio.device import MIC_FRAME, MIC_RATE\n"
+    "from edge_agent.audio.echo_cancel import WebRtcProcessing\n"
+    "frame = bytes(2 * MIC_FRAME)\n"
+    "cleaned = WebRtcProcessing(MIC_RATE).process(frame, frame)\n"
+    "print(json.dumps({'bytes': len(cleaned), 'frame': len(frame),\n"
+    "                  'livekit': importlib.metadata.version('livekit')}), flush=True)\n"
+)
+"""The canceller built and run over one frame, in a child: livekit's native runtime has aborted
+a process at its exit (a Rust panic in a tokio worker, SIGABRT), which must not be the
+doctor's own end."""
+
+
 def _echo_cancel_line(config: Config) -> CheckRecord:
     """The echo canceller `run` will use, built and run over one frame (its library is a
-    wheel that a machine may lack)."""
-    import importlib.metadata
-
-    from edge_agent.audio.echo_cancel import WebRtcProcessing
-
+    wheel that a machine may lack), in a child process."""
     if config.audio.echo_cancel == "off":
         return check("echo cancel", "ok", "off: the microphone must never hear the speaker "
                      "(a headset)")
-    frame = bytes(2 * MIC_FRAME)
-    cleaned = WebRtcProcessing(MIC_RATE).process(frame, frame)
-    if len(cleaned) != len(frame):
-        return check("echo cancel", "FAIL", f"WebRTC's canceller returned {len(cleaned)} bytes "
-                     f"for {len(frame)}", "reinstall livekit (pip install --force-reinstall "
-                     "livekit)")
-    return check("echo cancel", "ok", f"webrtc-aec3 (livekit "
-                 f"{importlib.metadata.version('livekit')}), {config.audio.echo_cancel}")
+    outcome = run_child([sys.executable, "-c", _ECHO_CANCEL_CHILD], 60.0,
+                        env=python_child_env())
+    result = next((json.loads(line) for line in outcome.stdout.splitlines()
+                   if line.startswith("{")), None)
+    if result is None:
+        died = (f"died by {outcome.signal}" if outcome.crashed else "ran past 60 s"
+                if outcome.returncode is None else f"exited {outcome.returncode}")
+        return check("echo cancel", "FAIL", f"WebRTC's canceller could not run once: its check "
+                     f"{died}: {outcome.native.strip()[-300:] or 'no message'}",
+                     "reinstall livekit (pip install --force-reinstall livekit)")
+    if result["bytes"] != result["frame"]:
+        return check("echo cancel", "FAIL", f"WebRTC's canceller returned {result['bytes']} "
+                     f"bytes for {result['frame']}", "reinstall livekit (pip install "
+                     "--force-reinstall livekit)")
+    return check("echo cancel", "ok", f"webrtc-aec3 (livekit {result['livekit']}), "
+                 f"{config.audio.echo_cancel}")
 
 
 def _llm_server_line(config: Config) -> CheckRecord:

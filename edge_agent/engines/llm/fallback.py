@@ -10,9 +10,9 @@ change: when the kiosk falls back, and when the server answers again.
 A reply the server began and then broke off is not restarted on the device (its first words
 may already have been heard): it fails like any engine's, and the next reply falls back.
 Everything the conversation does around the model (heard truth, tools, the stepped window,
-speculation) sees one `LanguageModel` and works the same either way. The on-device model is
-prewarmed, and its prompt prefix saved and restored, only for it: while the server answers,
-its cache is left alone.
+speculation) sees one `LanguageModel` and works the same either way. The on-device model's
+prompt prefix is saved and restored as without a server (a fallback starts warm); it is
+prewarmed only while it answers (while the server does, the kiosk's CPU is left alone).
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ class FallbackLanguageModel:
             self.local.prewarm(messages, tools, stop)
 
     def withdraw(self) -> None:
-        self.local.withdraw()
-        self.server.withdraw()
+        """The latest request, withdrawn from the model that answered it."""
+        (self.server if self.answered_by == "server" else self.local).withdraw()
 
     def save_prefix_state(self, messages: list[ChatMessage], directory: Path, *,
                           tools: Sequence[ToolSpec] = (),
