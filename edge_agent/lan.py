@@ -32,7 +32,8 @@ class ServerAddress:
     @property
     def shown(self) -> str:
         """The address as a person reads it (never holds credentials: they are refused)."""
-        return f"{self.scheme}://{self.host}:{self.port}{self.path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
 
 
 def parse_server_url(url: str, source: str = "config", key: str = "llm.server") -> ServerAddress:

@@ -203,6 +203,7 @@ def test_the_address_and_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     address = parse_server_url("https://llm.venue.lan/v1/")
     assert (address.port, address.path, address.shown) == (
         443, "/v1", "https://llm.venue.lan:443/v1")
+    assert parse_server_url("http://[fd00::5]:8080/v1").shown == "http://[fd00::5]:8080/v1"
     monkeypatch.setenv(API_KEY_VARIABLE, " from-env \n")
     assert read_api_key("") == "from-env"
     key = tmp_path / "key"

@@ -34,6 +34,7 @@ import http.client
 import json
 import os
 import ssl
+import threading
 import time
 import uuid
 from collections.abc import Generator, Iterator, Sequence
@@ -95,7 +96,7 @@ class ServerLanguageModel:
         return moved
 
     def prewarm(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = (),
-                stop: Any = None) -> None:
+                stop: threading.Event | None = None) -> None:
         """Nothing: the server caches the prompt it was sent last (`cache_prompt`)."""
 
     def withdraw(self) -> None:
