@@ -250,6 +250,32 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class SyncConfig:
+    url: str = ""
+    """The venue's PostgreSQL ("postgresql://kiosk@10.0.0.5:5432/venue"; libpq's options after
+    "?", such as sslmode=verify-full&sslrootcert=/etc/edge-agent/venue-ca.pem, are passed
+    through): sessions, turns, units, events, summaries, facts and profiles are copied there,
+    and the facts and profile of this kiosk's identity come back. "" for none."""
+    kiosk_id: str = ""
+    """This kiosk's name in the venue's store: its rows are keyed by it and their local ids,
+    so two kiosks must never share one ("": the machine's host name)."""
+    password_file: str = ""
+    """A file whose first line is the database password ("": $EDGE_AGENT_SYNC_PASSWORD, else
+    libpq's own ~/.pgpass). Never written to a log; a password in `url` is refused."""
+    interval_ms: int = 2000
+    """How often the kiosk looks for changes to send once its backlog is sent (and how soon
+    after a failure it tries again, at first; up to a minute while it keeps failing)."""
+    batch_rows: int = 500
+    """Changes sent in one transaction."""
+    max_backlog: int = 200000
+    """Changed rows kept waiting while the store cannot be reached. Past this, new changes
+    are no longer queued one by one (deletions still are) and a warning says so; once the
+    store answers again every row is sent again (idempotent), so nothing is lost."""
+    timeout_ms: int = 5000
+    """Connecting and each statement give up after this long (then tried again later)."""
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: str = "~/.local/share/edge-agent"
     """Where fetched models and session data live."""
@@ -264,6 +290,7 @@ class Config:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    sync: SyncConfig = field(default_factory=SyncConfig)
     source: str = "(built-in defaults)"
     """The file this came from (not a TOML key)."""
 

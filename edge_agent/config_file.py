@@ -15,7 +15,7 @@ from typing import Any
 from edge_agent import validate
 from edge_agent.config import STT_ENGINES, Config, LlmConfig
 from edge_agent.errors import ConfigError
-from edge_agent.lan import parse_server_url
+from edge_agent.lan import parse_database_url, parse_server_url
 from edge_agent.tomlfile import parse_toml, read_text
 from edge_agent.validate import Bounds, TextRule
 
@@ -101,6 +101,12 @@ _BOUNDS: dict[str, Bounds] = {
         "at the next start (to keep them, leave the key out for the default 30 days, or set up "
         "to 36500)"),
     "memory.checkpoint_ms": Bounds(50, 5000),
+    "sync.interval_ms": Bounds(100, 3600000, advised=(200, 600000),
+                               advice="the kiosk asks the store many times a second, or staff "
+                               "see a call long after it ended"),
+    "sync.batch_rows": Bounds(1, 100000),
+    "sync.max_backlog": Bounds(1000, 100000000),
+    "sync.timeout_ms": Bounds(100, 600000),
 }
 _MODEL = "name a model from `edge-agent models list` or a path to its file"
 _TEXT: dict[str, TextRule] = {
@@ -173,6 +179,8 @@ def parse_config(text: str, source: str) -> Config:
     _check_llm_room(config.llm, source)
     if config.llm.server:
         parse_server_url(config.llm.server, source)
+    if config.sync.url:
+        parse_database_url(config.sync.url, source)
     if config.memory.fold_turns > config.turns.history_turns:
         validate.warn(source, "memory.fold_turns",
                       f"{config.memory.fold_turns} is more than turns.history_turns "

@@ -112,3 +112,16 @@ class ServiceError(EdgeAgentError):
     failed)."""
 
     exit_code = 10
+
+
+class SyncError(EdgeAgentError):
+    """The venue's PostgreSQL cannot be used: unreachable, credentials refused, or its schema
+    is from a newer edge-agent. Nothing waiting to be sent is lost: it stays queued."""
+
+    exit_code = 12
+
+    def __init__(self, where: str, reason: str, fix: str) -> None:
+        self.where = where
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"venue store {where}: {reason}. Fix: {fix}")

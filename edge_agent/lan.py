@@ -1,15 +1,17 @@
 """Addresses of a venue's servers on the LAN, as the config names them: the LLM server's base
-URL (`[llm] server`). One parser for the config's check, the engine that connects and the
-service unit that must be allowed to reach them (`IPAddressAllow=`, see `network_allowance`)."""
+URL (`[llm] server`) and the venue's PostgreSQL (`[sync] url`). One parser each for the
+config's check, the client that connects and the service unit that must be allowed to reach
+them (`IPAddressAllow=`, see `network_allowance`); one reader of their credentials."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from edge_agent.config import Config
 from edge_agent.errors import ConfigError
@@ -55,6 +57,74 @@ def parse_server_url(url: str, source: str = "config", key: str = "llm.server") 
     return ServerAddress(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
 
 
+SYNC_PASSWORD_VARIABLE = "EDGE_AGENT_SYNC_PASSWORD"
+"""Where the venue database's password is read from when `[sync] password_file` is not set."""
+
+
+@dataclass(frozen=True)
+class DatabaseAddress:
+    """The venue's PostgreSQL: `postgresql://{user}@{host}:{port}/{database}?{options}`."""
+
+    url: str
+    """The address as configured (libpq reads it; it holds no password: one is refused)."""
+    host: str
+    port: int
+    database: str
+    user: str
+    options: tuple[tuple[str, str], ...]
+    """libpq's connection options after "?" (sslmode, sslrootcert...), passed through."""
+
+    @property
+    def shown(self) -> str:
+        """The address as a person reads it, without its options."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        user = f"{self.user}@" if self.user else ""
+        return f"postgresql://{user}{host}:{self.port}/{self.database}"
+
+
+def parse_database_url(url: str, source: str = "config", key: str = "sync.url"
+                       ) -> DatabaseAddress:
+    """`url` ("postgresql://kiosk@10.0.0.5:5432/venue?sslmode=require") as an address;
+    ConfigError naming what is wrong."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("postgresql", "postgres") or not parts.hostname:
+        raise ConfigError(source, key, "must be a postgresql:// address with a host, like "
+                          f"postgresql://kiosk@10.0.0.5:5432/venue, got {shown(url, 80)!r}")
+    options = tuple(parse_qsl(parts.query, keep_blank_values=True))
+    if parts.password is not None or any(name == "password" for name, _ in options):
+        raise ConfigError(source, key, "must not hold the password: put it in the file "
+                          f"sync.password_file names, or in ${SYNC_PASSWORD_VARIABLE}")
+    if any(name in ("host", "hostaddr", "port", "dbname") for name, _ in options):
+        raise ConfigError(source, key, "names its host, port and database in the address "
+                          "itself, not as ?options")
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        raise ConfigError(source, key, f"has no valid port (1-65535): {shown(url, 80)!r}") from None
+    database = parts.path.lstrip("/")
+    if not database or "/" in database:
+        raise ConfigError(source, key, f"must name one database after the host, like "
+                          f".../venue, got {shown(url, 80)!r}")
+    return DatabaseAddress(url.strip(), parts.hostname, port, database, parts.username or "",
+                           options)
+
+
+def read_secret(secret_file: str, variable: str, source: str, key: str, what: str) -> str:
+    """A credential: the first line of `secret_file` (config key `key`), else the environment
+    variable `variable`, else "". Its text never appears in an error."""
+    if not secret_file:
+        return os.environ.get(variable, "").strip()
+    path = Path(secret_file).expanduser()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(source, key, f"cannot read {path}: {type(exc).__name__}: "
+                          f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}") from None
+    if not lines or not lines[0].strip():
+        raise ConfigError(source, key, f"{path} is empty: its first line must be {what}")
+    return lines[0].strip()
+
+
 LOOPBACK = ("127.0.0.0/8", "::1/128")
 """Where a local resolver listens (systemd-resolved's stub at 127.0.0.53)."""
 Resolve = Callable[[str], Sequence[str]]
@@ -62,7 +132,10 @@ Resolve = Callable[[str], Sequence[str]]
 
 def lan_hosts(config: Config) -> list[str]:
     """The hosts of the venue's servers `config` names (none: the kiosk needs no network)."""
-    return [parse_server_url(config.llm.server, config.source).host] if config.llm.server else []
+    hosts = [parse_server_url(config.llm.server, config.source).host] if config.llm.server else []
+    if config.sync.url:
+        hosts.append(parse_database_url(config.sync.url, config.source).host)
+    return list(dict.fromkeys(hosts))
 
 
 def network_allowance(hosts: Sequence[str], resolve: Resolve | None = None,
@@ -80,8 +153,8 @@ def network_allowance(hosts: Sequence[str], resolve: Resolve | None = None,
             pass
         found = list(resolve(host))
         if not found:
-            raise ConfigError("config", "llm.server", f"the host {shown(host, 80)!r} does not "
-                              "resolve: give its address, or fix the name")
+            raise ConfigError("config", "llm.server / sync.url", f"the host {shown(host, 80)!r} "
+                              "does not resolve: give its address, or fix the name")
         allowed += [*found, *LOOPBACK, *_name_servers(resolv_conf)]
     return list(dict.fromkeys(allowed))
 

@@ -319,7 +319,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             build_summarizer, config, engines.llm)
         processing = microphone_processing(config, mic.sample_rate, speaker_audible=True)
         names = _with_processing(names, processing)
-        memory = await open_memory(config, parts, log, names, summarizer, lock=lock)
+        memory = await open_memory(config, parts, log, names, summarizer, lock=lock, venue=True)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio,

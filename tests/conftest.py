@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from edge_agent.bench import pulse_rig as pulse
+from edge_agent.bench.postgres_rig import LocalPostgres, local_postgres
 from edge_agent.models.catalog import Catalog, load_catalog
 from tests import model_server
 
@@ -79,3 +80,19 @@ def server() -> Iterator[model_server.Server]:
     """A local HTTP server for `edge-agent models` tests (tests/model_server.py)."""
     with model_server.running_server() as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[LocalPostgres]:
+    """One PostgreSQL (Debian's server, initdb in a temporary directory) for the whole run."""
+    with local_postgres(durable=False) as running:
+        yield running
+
+
+@pytest.fixture
+def venue(postgres_server: LocalPostgres) -> LocalPostgres:
+    """The run's PostgreSQL with no edge-agent schema in it yet."""
+    import psycopg
+    with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
+        admin.execute("DROP SCHEMA IF EXISTS edge_agent CASCADE")
+    return postgres_server

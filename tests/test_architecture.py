@@ -196,9 +196,10 @@ def test_every_row_written_has_its_tables_columns() -> None:
 
 
 def test_only_the_store_speaks_sql() -> None:
-    """`MemoryStore` owns every statement: no other module reaches its connection."""
+    """`MemoryStore` owns every statement, but for the venue sync's queue (`sync.outbox`, on
+    a connection of its own beside the writer's): no other module reaches a connection."""
     assert _modules_saying(r"\bstore\.db\b|\.db\.(?:query|execute|table)\(") == [
-        "edge_agent.memory.store"]
+        "edge_agent.memory.store", "edge_agent.sync.outbox"]
 
 
 def test_no_package_imports_itself_back() -> None:

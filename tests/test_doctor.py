@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 
 from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pcm import write_wav
 from edge_agent.bench import pulse_rig as pulse
+from edge_agent.bench.postgres_rig import PASSWORD, LocalPostgres
 from edge_agent.cli import doctor as cli_doctor
 from edge_agent.config import Config, ModelUse
 from edge_agent.doctor import checks as doctor_checks
@@ -79,7 +81,8 @@ def _doctor(config: Path, env: dict[str, str], *args: str) -> subprocess.Complet
 def _lines(stdout: str) -> dict[str, str]:
     """Check name -> its whole line."""
     names = [*AUDIO_LINES, "config", "data dir", "cpu", "ram", "disk", "memory db",
-             "echo cancel", "llm server", "model vad", "model stt", "model tts", "model llm", "model turn"]
+             "echo cancel", "llm server", "venue store", "model vad", "model stt", "model tts",
+             "model llm", "model turn"]
     found = {}
     for line in stdout.splitlines():
         for name in names:
@@ -378,6 +381,26 @@ def test_the_lan_server_is_asked_for_a_word_and_timed(
     write_config(tmp_path, data_dir=tmp_path)
     _run(None, _args(config=tmp_path / "edge-agent.toml"))
     assert "llm server" not in _lines(capsys.readouterr().out)  # none configured: no line
+
+
+@pytest.mark.postgres
+def test_the_venue_store_is_reached_without_changing_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None,
+        venue: LocalPostgres, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGE_AGENT_SYNC_PASSWORD", PASSWORD)
+    config = write_config(tmp_path, f'[sync]\nurl = "{venue.url}"\nkiosk_id = "k9"\n',
+                          data_dir=tmp_path)
+    _run(None, _args(config=config))
+    line = _lines(capsys.readouterr().out)["venue store"]
+    assert line.startswith(f"ok    venue store    {venue.url} as kiosk k9: answered in"), line
+    assert "no edge-agent tables yet" in line
+    monkeypatch.setenv("EDGE_AGENT_SYNC_PASSWORD", "wrong-password-42")
+    _run(None, _args(config=config))
+    wrong = _lines(capsys.readouterr().out)["venue store"]
+    assert wrong.startswith("warn  venue store") and "password authentication failed" in wrong
+    assert "wrong-password-42" not in wrong
+    with psycopg.connect(venue.admin_url) as admin:  # the doctor made nothing there
+        assert admin.execute("SELECT to_regnamespace('edge_agent')").fetchone() == (None,)
 
 
 def test_a_scripted_llm_needs_its_replies_file(

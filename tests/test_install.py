@@ -50,7 +50,7 @@ def test_ci_installs_the_same_way() -> None:
 def test_every_dependency_is_pinned_within_its_range() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     declared = list(project["dependencies"])
-    for extra in ("models", "dev"):
+    for extra in ("models", "sync", "dev"):
         declared += project["optional-dependencies"][extra]
     pins = _pins()
     for text in declared:

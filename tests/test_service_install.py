@@ -294,3 +294,24 @@ def test_a_lan_server_given_by_address_needs_no_name_server(tmp_path: Path) -> N
     assert network_allowance([]) == []
     with pytest.raises(ConfigError, match="does not resolve"):
         network_allowance(["nowhere.invalid"], resolve=lambda _: [])
+
+
+def test_the_venue_database_is_allowed_beside_the_lan_server(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    config = tmp_path / "etc/edge-agent/edge-agent.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        '\nserver = ""\n', '\nserver = "http://10.0.0.5:8080/v1"\n').replace(
+        '\nurl = ""\n', '\nurl = "postgresql://kiosk@10.0.0.6:5432/venue?sslmode=require"\n'),
+        encoding="utf-8")
+    plan = install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[], resolve=lambda _: [])
+    assert run_plan(plan, False, lambda line: None) >= 1
+    text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
+    assert "\nIPAddressAllow=10.0.0.5 10.0.0.6\n" in text, text
+    only_sync = config.read_text(encoding="utf-8").replace(
+        '\nserver = "http://10.0.0.5:8080/v1"\n', '\nserver = ""\n')
+    config.write_text(only_sync, encoding="utf-8")
+    assert run_plan(install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[],
+                                 resolve=lambda _: []), False, lambda line: None) >= 1
+    text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
+    assert "\nIPAddressAllow=10.0.0.6\n" in text and "\nPrivateNetwork=no\n" in text

@@ -84,12 +84,15 @@ def test_security_exposure_is_low(tmp_path: Path, bind: tuple[Path, ...]) -> Non
 
 
 MAX_EXPOSURE_ON_A_LAN = 1.5
-"""With a venue's LLM server: the network (0.5), IP sockets (0.3) and an allow list with other
-hosts than localhost (0.1) count; measured 1.2 OK."""
+"""With a venue's LLM server or PostgreSQL: the network (0.5), IP sockets (0.3) and an allow
+list with other hosts than localhost (0.1) count; measured 1.2 OK, for one host or both."""
 
 
-def test_a_unit_opened_to_a_lan_server_verifies_and_rates_ok(tmp_path: Path) -> None:
-    unit = _installed_copy(tmp_path, allow=("10.0.0.5", "127.0.0.0/8", "::1/128"))
+@pytest.mark.parametrize("allow", [("10.0.0.5", "127.0.0.0/8", "::1/128"),
+                                   ("10.0.0.5", "10.0.0.6")], ids=["llm-server", "and-sync"])
+def test_a_unit_opened_to_a_lan_server_verifies_and_rates_ok(tmp_path: Path,
+                                                             allow: tuple[str, ...]) -> None:
+    unit = _installed_copy(tmp_path, allow=allow)
     result = _analyze("verify", "--man=no", str(unit))
     assert result.returncode == 0 and not _problems(result, unit), result.stdout + result.stderr
     exposure, counted = _exposure(unit)

@@ -141,6 +141,21 @@ def add_parser(commands: Any) -> None:
     lan.add_argument("--questions", type=positive_int, default=sizes.LAN_QUESTIONS.full,
                      help="questions asked each way (default %(default)s)")
 
+    sync = _part_parser(
+        benchmarks, "sync", "N simulated kiosks copying replayed sessions to one PostgreSQL on "
+                            "127.0.0.1: rows/s, sync lag, the server's CPU, the drain after an "
+                            "outage (not run by `bench`)")
+    sync.add_argument("--kiosks", type=kiosk_counts, default=(1, 10, 50),
+                      help="comma-separated numbers of kiosks, one run each (default 1,10,50)")
+    sync.add_argument("--seconds", type=seconds, default=30.0,
+                      help="the steady window measured at each number (default %(default)g)")
+    sync.add_argument("--outage", type=seconds, default=600.0,
+                      help="the outage, as seconds of each kiosk's talk written while the "
+                           "server is down (default %(default)g)")
+    sync.add_argument("--from-db", type=Path,
+                      help="replay this memory database's sessions (default: the demo call, "
+                           "recorded first with scripted replies)")
+
 
 def _part_parser(benchmarks: Any, name: str, what: str, seed_help: str = ""
                  ) -> argparse.ArgumentParser:
@@ -160,6 +175,18 @@ def results_path(args: argparse.Namespace) -> Path:
     if args.json is not None:
         return Path(args.json)
     return Path("bench.json" if args.benchmark is None else f"bench-{args.benchmark}.json")
+
+
+def kiosk_counts(text: str) -> tuple[int, ...]:
+    """`--kiosks`: comma-separated positive numbers."""
+    try:
+        counts = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        counts = ()
+    if not counts or any(not 1 <= count <= 500 for count in counts):
+        raise argparse.ArgumentTypeError(f"give numbers of kiosks from 1 to 500, like 1,10,50; "
+                                         f"got {text!r}")
+    return counts
 
 
 def recognizer_names(text: str) -> list[str]:
@@ -182,7 +209,8 @@ def run(config: Config, args: argparse.Namespace) -> int:
         return _run_all(config, args)
     command: PartCommand = {
         "engines": _engines, "heard": _heard, "latency": _latency, "backchannel": _backchannel, "stt": _stt,
-        "memory": _memory, "rooms": _rooms, "service": _service, "lan": _lan}[args.benchmark]
+        "memory": _memory, "rooms": _rooms, "service": _service, "lan": _lan,
+        "sync": _sync}[args.benchmark]
     result, figures = command(config, args)
     write_json(result, args.json)
     print(figures)
@@ -317,4 +345,29 @@ def _lan(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]
     print(f"edge-agent bench lan: {config.llm.server} against the on-device model", flush=True)
     result = run_lan(lan_server(config), local, config.llm.server_timeout_ms, args.questions,
                      bench.say)
+    return dict(result), table(result)
+
+
+def _sync(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    import tempfile
+
+    from edge_agent.bench.sync_scale import (
+        SyncPlan,
+        record_demo_call,
+        recorded_plan,
+        run_scale,
+        table,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="edge-agent-bench-sync-") as work:
+        source = args.from_db
+        if source is None:
+            print("edge-agent bench sync: recording the demo call to replay", flush=True)
+            source = Path(work) / "demo.db"
+            record_demo_call(config.data_path, source)
+        writes = recorded_plan(source)
+    plan = SyncPlan(kiosks=args.kiosks, steady_s=args.seconds, outage_s=args.outage,
+                    interval_ms=config.sync.interval_ms)
+    result = run_scale(plan, writes, "the demo call" if args.from_db is None else
+                       str(args.from_db), lambda text: print(text, flush=True))
     return dict(result), table(result)

@@ -21,6 +21,7 @@ from edge_agent.cli.doctor import add_parser as add_doctor_parser
 from edge_agent.cli.inspect import add_parser as add_inspect_parser
 from edge_agent.cli.memory import add_parsers as add_memory_parsers
 from edge_agent.cli.service import add_parsers as add_service_parsers
+from edge_agent.cli.sync import add_parser as add_sync_parser
 from edge_agent.config import Config
 from edge_agent.config_file import load_config
 from edge_agent.errors import EdgeAgentError, OutputError
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     add_memory_parsers(commands)
     add_doctor_parser(commands)
     add_service_parsers(commands)
+    add_sync_parser(commands)
     add_inspect_parser(commands)
 
     models = commands.add_parser("models", help="list, fetch and verify models")

@@ -75,6 +75,8 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
               _single("echo cancel", lambda c: _echo_cancel_line(c.config), 30),
               _single("llm server", lambda c: _llm_server_line(c.config), 60,
                       applies=lambda c: bool(c.config.llm.server)),
+              _single("venue store", lambda c: _venue_store_line(c.config), 60,
+                      applies=lambda c: bool(c.config.sync.url)),
               Group(doctor_checks.audio_names, doctor_checks.audio, 90),
               Group(doctor_checks.model_names, doctor_checks.models, 900))
     for group in groups:
@@ -262,6 +264,34 @@ def _llm_server_line(config: Config) -> CheckRecord:
                      "server a faster model or fewer kiosks")
     return check("llm server", "ok", f"{address.shown}: first word in {took_ms:.0f} ms "
                  f"(llm.server_timeout_ms {llm.server_timeout_ms})")
+
+
+def _venue_store_line(config: Config) -> CheckRecord:
+    """The venue's PostgreSQL `[sync] url` names: reached with the configured credentials, its
+    schema readable by this edge-agent, and how much waits in the kiosk's queue. Nothing is
+    changed there. A warning, not a failure: the kiosk works and queues without it."""
+    from edge_agent.app import sync_credentials
+    from edge_agent.errors import StoreError, SyncError
+    from edge_agent.sync import central
+    from edge_agent.sync.status import status_record
+
+    credentials = sync_credentials(config)
+    began = time.monotonic()
+    try:
+        version = central.probe(credentials)
+    except SyncError as exc:
+        return check("venue store", "warn", f"{exc.where}: {exc.reason}; changes are queued on "
+                     "the kiosk meanwhile", exc.fix)
+    took_ms = (time.monotonic() - began) * 1000
+    queued = ""
+    with contextlib.suppress(StoreError):  # no database yet: nothing queued
+        record = status_record(config)
+        queued = (f"; {record['waiting']} row(s) queued here, last sent "
+                  f"{record['last_success_at'] or 'never'}")
+    tables = (f"schema {version}" if version
+              else "no edge-agent tables yet (the first sync makes them)")
+    return check("venue store", "ok", f"{credentials.address.shown} as kiosk "
+                 f"{credentials.kiosk_id}: answered in {took_ms:.0f} ms, {tables}{queued}")
 
 
 def _running_note(path: Path) -> str:

@@ -14,6 +14,7 @@ background on the model's thread, is preempted when the user starts to speak, an
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import uuid
@@ -115,6 +116,7 @@ class ConversationMemory:
         """Set when the user starts to speak: background model work stops at once."""
         self._ready: _ReadyFold | None = None
         self._failed_folds = 0
+        self._background: set[asyncio.Task[None]] = set()
         log.listen(self._on_event)
 
     @property
@@ -149,6 +151,23 @@ class ConversationMemory:
         else:
             self.context = self._new_context(self._preload)  # prewarmed before a session opens
         return resumed
+
+    def reload_preload(self) -> None:
+        """The database's memory of this identity changed from elsewhere (the venue sync took
+        another kiosk's newer facts): read the preload again for the next session (the open
+        one goes on with what it has)."""
+        if self.writer is None:
+            return
+        identity = self.settings.identity
+
+        async def reload(writer: StoreWriter) -> None:
+            self._preload = await writer.read(lambda store: lifecycle.preload(store, identity))
+            if self.session_id is None:
+                self.context = self._new_context(self._preload)
+
+        task = asyncio.get_running_loop().create_task(reload(self.writer), name="preload")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _resume(self, resumed: lifecycle.Resumed) -> None:
         session_facts = {f.key for f in resumed.facts}

@@ -22,6 +22,10 @@ Tables (documented for Datasette users in README, "The memory database"):
 - `profiles`: one row per identity (the kiosk's, or a stated name).
 - `audio` (only with `[memory] keep_audio`): each caller speech segment and each agent unit's
   played audio, int16 mono PCM, placed on the run's clock like the events (`at`).
+- `outbox` (with `[sync] url`): the rows changed since they were last sent to the venue's
+  PostgreSQL, one per row, in the order of their first change; triggers fill it while
+  `sync_control.queue` says so (see `edge_agent.sync`).
+- `sync_control`: one row: whether changes are queued, and how the last sends went.
 """
 
 from __future__ import annotations
@@ -134,6 +138,65 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX audio_by_session ON audio (session_id, id)",
     ),
 )
+
+SYNCED_KEYS: dict[str, str] = {
+    "sessions": "{row}.id", "turns": "{row}.id",
+    "units": "json_array({row}.session_id, {row}.unit_id)", "events": "{row}.id",
+    "summaries": "{row}.id", "facts": "{row}.id", "profiles": "{row}.identity",
+}
+"""The tables copied to the venue's store, in the order a backfill queues them (a row after
+the row it refers to), with the SQL of a row's key in the outbox. `llm_requests` and `audio`
+stay on the kiosk (the messages each request sent, and recordings)."""
+QUEUE_OFF, QUEUE_ON, QUEUE_DELETIONS = 0, 1, 2
+"""`sync_control.queue`: nothing is queued (no [sync] url); every change is; only deletions
+are (the backlog is over its bound: the rows are all sent again once it drains)."""
+
+
+def _queue_triggers() -> tuple[str, ...]:
+    statements = []
+    for table, key in SYNCED_KEYS.items():
+        for action, row, least in (("INSERT", "NEW", QUEUE_ON), ("UPDATE", "NEW", QUEUE_ON),
+                                   ("DELETE", "OLD", QUEUE_ON)):
+            condition = ("= " if action != "DELETE" else ">= ") + str(least)
+            statements.append(
+                f"CREATE TRIGGER outbox_{table}_{action.lower()} AFTER {action} ON {table} "
+                f"WHEN (SELECT queue FROM sync_control WHERE id = 1) {condition} BEGIN "
+                f"INSERT INTO outbox (tbl, key, changed_at) VALUES ('{table}', "
+                f"{key.format(row=row)}, (julianday('now') - 2440587.5) * 86400.0) "
+                "ON CONFLICT (tbl, key) DO UPDATE SET changes = changes + 1, "
+                "changed_at = excluded.changed_at; END")
+    return tuple(statements)
+
+
+MIGRATIONS += (
+    (  # 4: the queue of changes for the venue's PostgreSQL
+        """CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY,
+            tbl TEXT NOT NULL,
+            key TEXT NOT NULL,
+            changes INTEGER NOT NULL DEFAULT 1,
+            changed_at REAL NOT NULL,
+            refused TEXT,
+            UNIQUE (tbl, key)
+        )""",
+        """CREATE TABLE sync_control (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            queue INTEGER NOT NULL DEFAULT 0,
+            url TEXT,
+            kiosk_id TEXT,
+            database_id TEXT,
+            last_attempt_at TEXT,
+            last_success_at TEXT,
+            last_error TEXT,
+            last_error_at TEXT,
+            failures INTEGER NOT NULL DEFAULT 0,
+            sent_rows INTEGER NOT NULL DEFAULT 0,
+            pulled_at TEXT
+        )""",
+        "INSERT INTO sync_control (id) VALUES (1)",
+        *_queue_triggers(),
+    ),
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -240,10 +303,46 @@ class AudioRow(TypedDict):
     pcm: bytes
 
 
+class OutboxRow(TypedDict):
+    tbl: str
+    """The table of the changed row (one of `SYNCED_KEYS`)."""
+    key: str
+    """Its key: the id, or for a unit the JSON array [session_id, unit_id]."""
+    changed_at: float
+    """Unix time of its last change (how old the sent state is: the sync lag)."""
+    changes: NotRequired[int]
+    """Changes since it was last sent (a send takes it off only if none came in between)."""
+    refused: NotRequired[str | None]
+    """Why the venue's store refused this row; it is kept and not sent again until resent."""
+
+
+class SyncControlRow(TypedDict, total=False):
+    id: int
+    queue: int
+    """`QUEUE_OFF`, `QUEUE_ON` or `QUEUE_DELETIONS`."""
+    url: str | None
+    """The store's address as shown (no password)."""
+    kiosk_id: str | None
+    database_id: str | None
+    """Random, made when the queue is first switched on: the venue tells this database from
+    another one (a replaced SD card, a second kiosk) that claims the same kiosk id."""
+    last_attempt_at: str | None
+    last_success_at: str | None
+    last_error: str | None
+    last_error_at: str | None
+    failures: int
+    """Sends that failed in a row since the last success."""
+    sent_rows: int
+    """Rows sent since the queue was switched on."""
+    pulled_at: str | None
+    """When facts and profiles were last read back from the venue."""
+
+
 ROWS: dict[str, type] = {
     "sessions": SessionRow, "turns": TurnRow, "units": UnitRow, "events": EventRow,
     "llm_requests": LlmRequestRow, "summaries": SummaryRow, "facts": FactRow,
-    "profiles": ProfileRow, "audio": AudioRow,
+    "profiles": ProfileRow, "audio": AudioRow, "outbox": OutboxRow,
+    "sync_control": SyncControlRow,
 }
 """Each table and the shape of the rows edge-agent writes to it."""
 

@@ -84,10 +84,12 @@ class MemoryStore:
             raise
 
     @classmethod
-    def open_reader(cls, path: Path) -> MemoryStore:
+    def open_reader(cls, path: Path, *, query_only: bool = True) -> MemoryStore:
         """Open the existing database at `path` for queries only, without its writer lock: a
         reader never waits for the writer nor makes it wait (WAL). An older schema is upgraded first,
-        which takes the writer lock for a moment."""
+        which takes the writer lock for a moment. `query_only=False` is for the venue sync,
+        which writes only its queue and what comes back from the venue, in short transactions
+        beside the writer (SQLite serialises them)."""
         if not exists_as_file(path):
             raise StoreError(path, "it does not exist", "check the config's data_dir")
         state = checked_state(path)
@@ -103,7 +105,8 @@ class MemoryStore:
         connection = _connect_own(path)
         try:
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA query_only = ON")
+            connection.execute(f"PRAGMA query_only = {'ON' if query_only else 'OFF'}")
+            connection.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
             connection.close()
             raise database_error(path, exc) from None
@@ -138,8 +141,9 @@ class MemoryStore:
 
     # -- writing (the writer wraps calls in transactions) -------------------------------------
 
-    def transaction(self, durable: bool) -> _Transaction:
-        return _Transaction(self.db.conn, durable)
+    def transaction(self, durable: bool, write: bool = True) -> _Transaction:
+        """A write transaction (BEGIN IMMEDIATE), or with `write=False` a read snapshot."""
+        return _Transaction(self.db.conn, durable, write)
 
     def insert_session(self, row: SessionRow) -> None:
         self.db.table("sessions").insert(dict(row))
@@ -380,13 +384,14 @@ def _connect_own(path: Path) -> sqlite3.Connection:
 class _Transaction:
     """BEGIN ... COMMIT (ROLLBACK on error), with the durability the batch needs."""
 
-    def __init__(self, connection: sqlite3.Connection, durable: bool) -> None:
+    def __init__(self, connection: sqlite3.Connection, durable: bool, write: bool = True) -> None:
         self._connection = connection
         self._durable = durable
+        self._write = write
 
     def __enter__(self) -> None:
         self._connection.execute(f"PRAGMA synchronous = {'FULL' if self._durable else 'NORMAL'}")
-        self._connection.execute("BEGIN IMMEDIATE")
+        self._connection.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
 
     def __exit__(self, kind: object, error: object, _trace: object) -> None:
         if error is None:

@@ -32,19 +32,17 @@ from __future__ import annotations
 import copy
 import http.client
 import json
-import os
 import ssl
 import threading
 import time
 import uuid
 from collections.abc import Generator, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
 from edge_agent.engines.llm.tool_replies import JsonReplyReader, ToolFormats
-from edge_agent.errors import ConfigError, EngineError
-from edge_agent.lan import API_KEY_VARIABLE, ServerAddress
+from edge_agent.errors import EngineError
+from edge_agent.lan import API_KEY_VARIABLE, ServerAddress, read_secret
 from edge_agent.printable import shown
 
 STALL_S = 30.0
@@ -57,18 +55,8 @@ class ServerUnavailable(EngineError):
 
 def read_api_key(key_file: str, source: str = "config") -> str:
     """The API key: the first line of `key_file`, else `$EDGE_AGENT_LLM_API_KEY`, else ""."""
-    if not key_file:
-        return os.environ.get(API_KEY_VARIABLE, "").strip()
-    path = Path(key_file).expanduser()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(source, "llm.server_key_file", f"cannot read {path}: "
-                          f"{type(exc).__name__}: {exc}") from None
-    if not lines or not lines[0].strip():
-        raise ConfigError(source, "llm.server_key_file", f"{path} is empty: its first line must "
-                          "be the server's API key")
-    return lines[0].strip()
+    return read_secret(key_file, API_KEY_VARIABLE, source, "llm.server_key_file",
+                       "the server's API key")
 
 
 class ServerLanguageModel:

@@ -1,0 +1,49 @@
+"""Composition root: config -> engines, memory and devices -> conversation. Nothing else builds
+parts (`edge_agent.runner` runs what is built here): the engines (`app.engines`), the
+conversation around them (`app.conversation`) and its memory (`app.memory`)."""
+
+from __future__ import annotations
+
+from edge_agent.app.conversation import (
+    ConversationParts,
+    build_conversation,
+    conversation_parts,
+    conversation_settings,
+    microphone_processing,
+    talker_gate,
+)
+from edge_agent.app.engines import (
+    build_engines,
+    lan_server,
+    load_recognizer,
+    load_voice,
+    resolve_models,
+)
+from edge_agent.app.memory import (
+    Memory,
+    build_summarizer,
+    close_memory,
+    open_memory,
+    sync_credentials,
+    venue_sync,
+)
+
+__all__ = [
+    "ConversationParts",
+    "Memory",
+    "build_conversation",
+    "build_engines",
+    "build_summarizer",
+    "close_memory",
+    "conversation_parts",
+    "conversation_settings",
+    "lan_server",
+    "load_recognizer",
+    "load_voice",
+    "microphone_processing",
+    "open_memory",
+    "resolve_models",
+    "sync_credentials",
+    "talker_gate",
+    "venue_sync",
+]

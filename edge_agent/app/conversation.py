@@ -1,0 +1,162 @@
+"""The composition root's conversation: config -> the loop's settings, classifier, echo filter,
+tools, microphone processing and the `Conversation` itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edge_agent.audio.device import Microphone, Speaker
+from edge_agent.audio.echo_cancel import (
+    MicrophoneProcessing,
+    ProcessedMicrophone,
+    WebRtcProcessing,
+)
+from edge_agent.audio.talker_gate import GateSettings, LevelGate, TalkerGate
+from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
+from edge_agent.config import NOISE_SUPPRESSION_AUTO, Config
+from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
+from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
+from edge_agent.conversation.builtin_tools import load_tools
+from edge_agent.conversation.echo import EchoFilter
+from edge_agent.conversation.endpoint import EndpointRules
+from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.conversation.tools import Toolbox
+from edge_agent.conversation.turn_taking import TurnRules
+from edge_agent.engines.llm.fallback import FallbackLanguageModel
+from edge_agent.engines.llm.scripted import ScriptedLanguageModel
+from edge_agent.errors import ConfigError
+from edge_agent.events import EventLog, Notice
+from edge_agent.heard.truncation import HeardPolicy
+from edge_agent.memory.context import WindowSettings
+from edge_agent.memory.conversation_memory import (
+    ConversationMemory,
+    MemorySettings,
+)
+from edge_agent.memory.kept_audio import AudioKeeper
+from edge_agent.owner import Owner, OwnerThread
+
+if TYPE_CHECKING:
+    pass
+
+
+
+def conversation_settings(config: Config, greeting: str | None = None) -> ConversationSettings:
+    """The loop's settings, all from `config` (the one place defaults live)."""
+    turns, vad = config.turns, config.vad
+    return ConversationSettings(
+        greeting=turns.greeting if greeting is None else greeting,
+        segmenter=SegmenterSettings(vad.threshold, vad.min_speech_ms),
+        endpoint=EndpointRules(complete_ms=vad.end_silence_complete_ms,
+                               incomplete_ms=vad.end_silence_incomplete_ms,
+                               unknown_ms=vad.end_silence_ms,
+                               speculate_ms=vad.speculate_after_ms,
+                               sound_done_ms=vad.end_silence_sound_ms,
+                               sound_threshold=vad.end_model_threshold,
+                               sound_hold_below=vad.end_model_hold_below),
+        preroll_ms=vad.preroll_ms,
+        turns=TurnRules(pause_on_speech=turns.pause_on_speech,
+                        barge_in_min_ms=turns.barge_in_min_ms,
+                        barge_in_min_words=turns.barge_in_min_words,
+                        barge_in_force_ms=turns.barge_in_force_ms,
+                        echo_coherence=turns.echo_coherence,
+                        language=turns.language),
+        heard_policy=HeardPolicy(config.heard.policy),
+        interrupted_marker=config.heard.marker,
+        memory=MemorySettings(
+            system_prompt=config.llm.system_prompt, marker=config.heard.marker,
+            window=WindowSettings(window_turns=turns.history_turns,
+                                  fold_turns=config.memory.fold_turns,
+                                  max_facts=config.memory.max_facts),
+            identity=config.memory.identity, session_ttl_s=config.memory.session_ttl_s,
+            summary_chars=config.memory.summary_chars),
+        checkpoint_ms=config.memory.checkpoint_ms,
+        prefix_state_dir=config.data_path / "llm-state" if config.memory.prefix_state else None,
+        max_tool_hops=config.tools.max_hops,
+        session_start=config.session.start,
+        wake_phrase=config.session.wake_phrase,
+        idle_end_s=config.session.idle_end_s,
+    )
+
+
+@dataclass(frozen=True)
+class ConversationParts:
+    """Everything the config chooses around the loop."""
+
+    settings: ConversationSettings
+    classifier: BackchannelClassifier
+    echo: EchoFilter
+    tools: Toolbox
+
+
+def conversation_parts(config: Config, greeting: str | None = None,
+                       db_path: Path | None = None, tools: Toolbox | None = None
+                       ) -> ConversationParts:
+    """The loop's settings, classifier, echo filter and tools (writing to `db_path`, else the
+    config's database; or `tools`, e.g. a replay's recorded results), built before any model
+    loads: a bad plugin fails at once (exit 2)."""
+    return ConversationParts(
+        settings=conversation_settings(config, greeting),
+        classifier=load_classifier(config.turns.backchannel_classifier, config.source),
+        echo=EchoFilter(min_match=config.turns.echo_min_match),
+        tools=tools if tools is not None else load_tools(
+            config.tools.enabled, db_path or config.db_path, config.source),
+    )
+
+
+def microphone_processing(config: Config, mic_rate: int,
+                          speaker_audible: bool) -> MicrophoneProcessing | None:
+    """The cleaning `[audio]` asks for (None: none). echo_cancel "auto" is on when the
+    microphone can hear the speaker (`speaker_audible`: a live device, a call with an echo
+    path); noise_suppression "auto" is NOISE_SUPPRESSION_AUTO."""
+    audio = config.audio
+    cancel = audio.echo_cancel == "on" or (audio.echo_cancel == "auto" and speaker_audible)
+    suppress = audio.noise_suppression == "on" or (audio.noise_suppression == "auto"
+                                                   and NOISE_SUPPRESSION_AUTO)
+    if not (cancel or suppress):
+        return None
+    return WebRtcProcessing(mic_rate, echo_cancellation=cancel, noise_suppression=suppress)
+
+
+def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,
+                       speaker: Speaker, engines: Engines, log: EventLog,
+                       memory: ConversationMemory | None = None,
+                       unit_audio: UnitAudioWriter | None = None,
+                       owner: Callable[[str], Owner] = OwnerThread,
+                       processing: MicrophoneProcessing | None = None) -> Conversation:
+    """The loop with its parts around it. With `[memory] keep_audio` (and a memory database),
+    the caller's speech and the played units are kept in it too. `owner`: where the engines'
+    blocking calls run (their own threads; inline on the loop for a virtual-clock replay).
+    With `processing` (see `microphone_processing`), everything the loop hears from the
+    microphone, kept audio included, is cleaned (the speaker's echo, steady noise)."""
+    if processing is not None:
+        mic = ProcessedMicrophone(mic, speaker, processing, log.clock, owner("microphone"))
+    if isinstance(engines.llm, FallbackLanguageModel):
+        publish = log.publisher()
+        engines.llm.announce_to(lambda text: publish(Notice(text)))
+    tools = parts.tools
+    if isinstance(engines.llm, ScriptedLanguageModel) and engines.llm.tool_names - tools.names:
+        missing = ", ".join(sorted(engines.llm.tool_names - tools.names))
+        raise ConfigError(config.source, "tools.enabled",
+                          f"the scripted replies call {missing}, which is not enabled; add it to "
+                          "[tools] enabled (or to [agent] tools in the call file)")
+    keeper = (AudioKeeper(memory, log, mic.sample_rate)
+              if config.memory.keep_audio and memory is not None else None)
+    sinks: list[UnitAudioSink] = [sink for sink in (unit_audio, keeper) if sink is not None]
+    return Conversation(
+        mic=mic, speaker=speaker, engines=engines, log=log,
+        unit_audio=UnitAudioSinks(sinks) if sinks else None,
+        caller_audio=keeper, memory=memory, settings=parts.settings, owner=owner,
+        classifier=parts.classifier, echo=parts.echo, tools=tools,
+        gate=talker_gate(config, mic.sample_rate))
+
+
+def talker_gate(config: Config, mic_rate: int) -> TalkerGate | None:
+    """The gate `[audio] talker_gate` asks for (None: "off")."""
+    audio = config.audio
+    if audio.talker_gate == "off":
+        return None
+    return LevelGate(GateSettings(floor_db=audio.talker_floor_db,
+                                  margin_db=audio.talker_margin_db), mic_rate)
