@@ -190,11 +190,17 @@ class SessionConfig:
     session starts with an empty history."""
 
 
+ANONYMOUS = "anonymous"
+"""`[memory] identity` of a shared kiosk: its callers are nobody in particular (their facts
+are never read back from the venue's other kiosks)."""
+
+
 @dataclass(frozen=True)
 class MemoryConfig:
-    identity: str = "anonymous"
+    identity: str = ANONYMOUS
     """Whose profile, facts and last-session summary this agent keeps and preloads: the
-    kiosk's id, or "anonymous"."""
+    kiosk's id, or "anonymous". With [sync] url, kiosks that share an identity other than
+    "anonymous" share its facts and profile through the venue's store."""
     fold_turns: int = 8
     """Oldest turns folded into the running summary in one step when the window is full: the
     prompt's start changes once per step, so llama.cpp reuses the prefix in between."""

@@ -404,3 +404,24 @@ def test_status_reads_the_kiosk_alone(venue: LocalPostgres, kiosk: tuple[Path, M
     assert (before["queue"], before["waiting"]) == ("on", local_counts_total(path))
     assert after["waiting"] == 0 and after["sent_rows"] == local_counts_total(path)
     assert after["last_success_at"] and after["last_error"] is None
+
+
+def test_anonymous_callers_facts_stay_at_their_kiosk(venue: LocalPostgres, tmp_path: Path) -> None:
+    stores = {name: MemoryStore.open(tmp_path / f"{name}.db") for name in ("a", "b")}
+    fill(stores["a"], "sa")
+    stores["a"].add_fact({"identity": "anonymous", "session_id": "sa", "key": "phone",
+                          "value": "555 0100", "source": "user", "source_seq": 0,
+                          "at": "2026-12-03T10:00:00.000+00:00", "expires_at": None})
+    syncs = {name: make_sync(tmp_path / f"{name}.db", venue.url, f"kiosk-{name}")
+             for name in stores}
+    try:
+        assert syncs["a"].run_once().error is None
+        taken = syncs["b"].run_once()
+    finally:
+        for sync in syncs.values():
+            sync.close()
+    assert taken.error is None and taken.taken == 0
+    assert stores["b"].open_fact("anonymous", "phone") is None
+    assert venue_counts(venue, "kiosk-a")["facts"] == 2  # staff still see it in the venue
+    for store in stores.values():
+        store.close()

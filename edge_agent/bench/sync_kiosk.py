@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+from edge_agent.config import ANONYMOUS
 from edge_agent.lan import parse_database_url
 from edge_agent.memory.store import MemoryStore
 from edge_agent.sync.central import Credentials
@@ -64,7 +65,7 @@ def main(argv: list[str]) -> int:
     import os
     credentials = Credentials(parse_database_url(url), os.environ.get(PASSWORD_VARIABLE),
                               kiosk_id, 5000)
-    sync = VenueSync(SyncSettings(credentials, "anonymous", int(interval_ms) / 1000, 500,
+    sync = VenueSync(SyncSettings(credentials, ANONYMOUS, int(interval_ms) / 1000, 500,
                                   10_000_000), Outbox.open(home / "edge-agent.db"),
                      on_pass=passed)
     sync.start()

@@ -12,6 +12,7 @@ when the venue last received the row.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -252,20 +253,14 @@ def _key_values(change: Change) -> tuple[Any, ...]:
     return (int(change.key),)
 
 
-_UPSERTS: dict[tuple[str, tuple[str, ...]], str] = {}
-
-
+@functools.cache
 def _upsert(table: str, columns: tuple[str, ...]) -> str:
-    found = _UPSERTS.get((table, columns))
-    if found is None:
-        keys = ("kiosk_id", *KEYS[table])
-        names = ("kiosk_id", *columns)
-        found = (f"INSERT INTO {SCHEMA}.{table} ({', '.join(names)}) VALUES "
-                 f"({', '.join(f'%({c})s' for c in names)}) ON CONFLICT ({', '.join(keys)}) "
-                 f"DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in columns if c not in keys)}"
-                 ", synced_at = now()")
-        _UPSERTS[(table, columns)] = found
-    return found
+    keys = ("kiosk_id", *KEYS[table])
+    names = ("kiosk_id", *columns)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keys)
+    return (f"INSERT INTO {SCHEMA}.{table} ({', '.join(names)}) VALUES "
+            f"({', '.join(f'%({c})s' for c in names)}) ON CONFLICT ({', '.join(keys)}) "
+            f"DO UPDATE SET {updates}, synced_at = now()")
 
 
 def venue_memory(connection: psycopg.Connection[Any], kiosk_id: str, identity: str

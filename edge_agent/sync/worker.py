@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 
 from edge_agent import __version__
+from edge_agent.config import ANONYMOUS
 from edge_agent.errors import SyncError
 from edge_agent.sync import central
 from edge_agent.sync.central import Credentials
@@ -45,7 +46,9 @@ MAX_WAIT_S = 60.0
 class SyncSettings:
     credentials: Credentials
     identity: str
-    """Whose facts and profile come back (`[memory] identity`)."""
+    """Whose facts and profile come back (`[memory] identity`; none for "anonymous": a shared
+    kiosk's callers are nobody in particular, and one caller's phone number must not reach the
+    next caller at another kiosk)."""
     interval_s: float
     batch_rows: int
     max_backlog: int
@@ -137,7 +140,7 @@ class VenueSync:
                 if not batch:
                     break
                 self._send(connection, batch, done)
-            if pull:
+            if pull and self.settings.identity != ANONYMOUS:
                 self._pull(connection, done)
         except SyncError as exc:
             done.error = exc
