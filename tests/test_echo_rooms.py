@@ -107,9 +107,11 @@ async def test_of_the_replies_after_barge_ins_in_a_loud_room_at_most_one_slips_o
     # through, and the reply paused on it ~0.3-0.6 s in (3 of 4 later replies in `bench
     # rooms`); the echo also ended up in what the agent heard ("We open it now. No, I said
     # two people.").
+    # The words each interruption is checked by are those said after playback stopped: the
+    # first ~0.8 s of each is said over the agent (the barge-in waits for two recognized words).
     interruptions = [("Wait, that sounds like too much.", 2.6, "sounds like too much"),
-                     ("No, I said two people.", 1.8, "said 2 people"),
-                     ("Hold on, is it open on Monday?", 2.3, "open on monday")]
+                     ("No, I said two people.", 1.8, "2 people"),
+                     ("Hold on, is it open on Monday?", 2.3, "on monday")]
     lines = _caller(FAMILY, "at = 0.5") + "".join(
         _caller(say, f"barge_in_after = {cue}") for say, cue, _ in interruptions)
     record = await _call(tmp_path, _call_text(1.0, [LONG_REPLY] * 3 + [SHORT_REPLY] * 2, lines))
@@ -135,7 +137,9 @@ async def test_of_the_replies_after_barge_ins_in_a_loud_room_at_most_one_slips_o
     # first reply: its first word may be clipped, which `test_an_interruption_over_the_
     # loudspeaker_...` covers on its own). The words said over the agent's last syllables are
     # Moonshine's to get wrong in double talk ("Hold on, is it" came out "Pokemon is at" in 2
-    # runs of 13); the words after it stopped must be there.
+    # runs of 13; under CI's load the barge-in came 0.85 s into "Hold on, is it open on
+    # Monday?", and "Hold on, is it open" came out "The quote-for-on is a token"); the words
+    # after it stopped must be there.
     said = set(normalize(" ".join(say for say, _, _ in interruptions)))
     echo_words = {word for word in normalize(LONG_REPLY) if len(word) > 3} - said  # "pizzas"...
     for (_, _, words), heard in zip(interruptions[1:], heard_lines[1:], strict=True):
