@@ -276,17 +276,20 @@ def _steer(home: Path, **control: float | bool) -> None:
 
 def _has_sent(home: Path) -> bool:
     try:
-        with sqlite3.connect(f"file:{home / 'edge-agent.db'}?mode=ro", uri=True,
-                             timeout=10) as db:
-            row = db.execute("SELECT last_success_at FROM sync_control").fetchone()
+        return bool(_kiosk_value(home, "SELECT last_success_at FROM sync_control"))
     except sqlite3.Error:
         return False  # not made yet
-    return bool(row and row[0])
 
 
 def _waiting(home: Path) -> int:
+    return int(_kiosk_value(home, "SELECT count(*) FROM outbox WHERE refused IS NULL") or 0)
+
+
+def _kiosk_value(home: Path, query: str) -> Any:
+    """One value from a simulated kiosk's database, read-only beside its writers."""
     with sqlite3.connect(f"file:{home / 'edge-agent.db'}?mode=ro", uri=True, timeout=10) as db:
-        return int(db.execute("SELECT count(*) FROM outbox WHERE refused IS NULL").fetchone()[0])
+        row = db.execute(query).fetchone()
+    return row[0] if row else None
 
 
 def _result(home: Path) -> KioskResult:

@@ -139,14 +139,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 
-SYNCED_KEYS: dict[str, str] = {
-    "sessions": "{row}.id", "turns": "{row}.id",
-    "units": "json_array({row}.session_id, {row}.unit_id)", "events": "{row}.id",
-    "summaries": "{row}.id", "facts": "{row}.id", "profiles": "{row}.identity",
+KEY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "sessions": ("id",), "turns": ("id",), "units": ("session_id", "unit_id"),
+    "events": ("id",), "summaries": ("id",), "facts": ("id",), "profiles": ("identity",),
 }
 """The tables copied to the venue's store, in the order a backfill queues them (a row after
-the row it refers to), with the SQL of a row's key in the outbox. `llm_requests` and `audio`
-stay on the kiosk (the messages each request sent, and recordings)."""
+the row it refers to), each with its key's columns. `llm_requests` and `audio` stay on the
+kiosk (the messages each request sent, and recordings)."""
+SYNCED_KEYS: dict[str, str] = {
+    table: (f"{{row}}.{columns[0]}" if len(columns) == 1
+            else f"json_array({', '.join(f'{{row}}.{c}' for c in columns)})")
+    for table, columns in KEY_COLUMNS.items()}
+"""The SQL of a row's key in the outbox: its one key column, or a JSON array of them."""
 QUEUE_OFF, QUEUE_ON, QUEUE_DELETIONS = 0, 1, 2
 """`sync_control.queue`: nothing is queued (no [sync] url); every change is; only deletions
 are (the backlog is over its bound: the rows are all sent again once it drains)."""

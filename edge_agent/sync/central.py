@@ -13,7 +13,6 @@ when the venue last received the row.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,8 @@ import psycopg
 from edge_agent.errors import SyncError
 from edge_agent.lan import DatabaseAddress
 from edge_agent.memory.conversation_memory import iso
-from edge_agent.sync.outbox import Change, VenueFact, VenueProfile
+from edge_agent.memory.schema import KEY_COLUMNS
+from edge_agent.sync.outbox import Change, VenueFact, VenueProfile, key_values
 
 SCHEMA = "edge_agent"
 _CASCADE = "ON DELETE CASCADE"
@@ -93,13 +93,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _LOCK = 0x6564676561  # pg_advisory_xact_lock's key for migrating ("edgea")
-
-KEYS: dict[str, tuple[str, ...]] = {
-    "sessions": ("id",), "turns": ("id",), "units": ("session_id", "unit_id"),
-    "events": ("id",), "summaries": ("id",), "facts": ("id",), "profiles": ("identity",),
-}
-"""Each synced table's local key; in the venue it follows `kiosk_id`."""
-
 
 @dataclass(frozen=True)
 class Credentials:
@@ -227,8 +220,9 @@ def _runs(kiosk_id: str, changes: Sequence[Change]) -> Iterator[tuple[str, list[
     statement, rows = "", list[dict[str, Any]]()
     for change in changes:
         if change.row is None:
-            keys = KEYS[change.table]
-            values: dict[str, Any] = dict(zip(keys, _key_values(change), strict=True))
+            keys = KEY_COLUMNS[change.table]
+            values: dict[str, Any] = dict(zip(keys, key_values(change.table, change.key),
+                                              strict=True))
             this = (f"DELETE FROM {SCHEMA}.{change.table} WHERE kiosk_id = %(kiosk_id)s AND "
                     + " AND ".join(f"{k} = %({k})s" for k in keys))
         else:
@@ -244,18 +238,9 @@ def _runs(kiosk_id: str, changes: Sequence[Change]) -> Iterator[tuple[str, list[
         yield statement, rows
 
 
-def _key_values(change: Change) -> tuple[Any, ...]:
-    if change.table == "units":
-        session_id, unit_id = json.loads(change.key)
-        return session_id, unit_id
-    if change.table in ("sessions", "profiles"):
-        return (change.key,)
-    return (int(change.key),)
-
-
 @functools.cache
 def _upsert(table: str, columns: tuple[str, ...]) -> str:
-    keys = ("kiosk_id", *KEYS[table])
+    keys = ("kiosk_id", *KEY_COLUMNS[table])
     names = ("kiosk_id", *columns)
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keys)
     return (f"INSERT INTO {SCHEMA}.{table} ({', '.join(names)}) VALUES "
@@ -286,7 +271,7 @@ def counts(connection: psycopg.Connection[Any], kiosk_id: str | None = None) -> 
     where, args = ("WHERE kiosk_id = %s", [kiosk_id]) if kiosk_id else ("", [])
     found = {}
     with connection.transaction():
-        for table in KEYS:
+        for table in KEY_COLUMNS:
             row = connection.execute(f"SELECT count(*) FROM {SCHEMA}.{table} {where}",
                                      args).fetchone()
             found[table] = int(row[0]) if row else 0

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.memory.schema import QUEUE_DELETIONS, QUEUE_OFF, QUEUE_ON, SYNCED_KEYS
+from edge_agent.memory.schema import (
+    KEY_COLUMNS,
+    QUEUE_DELETIONS,
+    QUEUE_OFF,
+    QUEUE_ON,
+    SYNCED_KEYS,
+)
 from edge_agent.memory.store import MemoryStore, Row
 
 Wall = Callable[[], float]
@@ -80,6 +86,11 @@ class VenueProfile:
     name: str | None
     updated_at: str
     kiosk_id: str
+
+
+def key_values(table: str, key: str) -> tuple[str, ...]:
+    """A queued key's values, in `KEY_COLUMNS[table]`'s order."""
+    return tuple(json.loads(key)) if len(KEY_COLUMNS[table]) > 1 else (key,)
 
 
 class Outbox:
@@ -169,14 +180,10 @@ class Outbox:
         return changes
 
     def _row(self, table: str, key: str) -> Row | None:
-        if table == "units":
-            session_id, unit_id = json.loads(key)
-            where, args = "session_id = ? AND unit_id = ?", [session_id, unit_id]
-        elif table in ("sessions", "profiles"):
-            where, args = f"{'id' if table == 'sessions' else 'identity'} = ?", [key]
-        else:
-            where, args = "id = ?", [int(key)]
-        rows = list(self._db.query(f"SELECT * FROM {table} WHERE {where}", args))
+        columns = KEY_COLUMNS[table]
+        where = " AND ".join(f"{column} = ?" for column in columns)
+        rows = list(self._db.query(f"SELECT * FROM {table} WHERE {where}",
+                                   list(key_values(table, key))))
         return rows[0] if rows else None
 
     def sent(self, changes: Sequence[Change], at: str) -> None:

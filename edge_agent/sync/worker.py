@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -30,6 +29,7 @@ import psycopg
 from edge_agent import __version__
 from edge_agent.config import ANONYMOUS
 from edge_agent.errors import SyncError
+from edge_agent.memory.conversation_memory import iso, utc_now
 from edge_agent.sync import central
 from edge_agent.sync.central import Credentials
 from edge_agent.sync.outbox import Change, Outbox
@@ -228,4 +228,4 @@ class VenueSync:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    return iso(utc_now())
