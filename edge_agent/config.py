@@ -281,6 +281,42 @@ class SyncConfig:
     """Connecting and each statement give up after this long (then tried again later)."""
 
 
+KNOWLEDGE_FALLBACK = "I'm not sure about that. Please ask at the front desk."
+
+
+@dataclass(frozen=True)
+class KnowledgeConfig:
+    files: list[str] = field(default_factory=list)
+    """The venue's knowledge files: Markdown (a heading per topic), CSV (question,answer) or
+    TOML (hours, facts, FAQ, synonyms); relative to the config file. Indexed in the memory
+    database and read again when one changes. [] for none: the model answers alone."""
+    fallback: str = KNOWLEDGE_FALLBACK
+    """Said to a question the knowledge does not cover, instead of letting the model guess."""
+    direct: str = "all"
+    """Which entries are said as written, with no model call, when they answer a question
+    surely: "all" (FAQ answers, facts, the matching sentences of a section), "faq" (FAQ
+    answers and facts; sections go to the model) or "off" (the model always answers, with
+    the entries in its prompt)."""
+    direct_above: float = 0.5
+    """How surely (0..1) an entry must answer a question to be said directly (see README,
+    "The venue's knowledge": chosen on a measured curve of right and wrong direct answers)."""
+    margin: float = 0.1
+    """...and by how much it must beat any entry that says something else."""
+    relevant_above: float = 0.35
+    """From this score entries are put in the model's prompt (below it, a question gets the
+    fallback line)."""
+    passages: int = 3
+    """Entries put in the model's prompt at most."""
+    prompt_tokens: int = 250
+    """Their budget in the prompt (tokens, estimated at four characters each)."""
+    timezone: str = ""
+    """The venue's time zone for opening hours ("Europe/Amsterdam"); "" for the device's."""
+    clock: str = "12h"
+    """How answers say times: "12h" ("5:30 PM") or "24h" ("17:30")."""
+    reload_s: float = 2.0
+    """How often the files are checked for changes (seconds)."""
+
+
 @dataclass(frozen=True)
 class Config:
     data_dir: str = "~/.local/share/edge-agent"
@@ -297,6 +333,7 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     log: LogConfig = field(default_factory=LogConfig)
     sync: SyncConfig = field(default_factory=SyncConfig)
+    knowledge: KnowledgeConfig = field(default_factory=KnowledgeConfig)
     source: str = "(built-in defaults)"
     """The file this came from (not a TOML key)."""
 
@@ -308,6 +345,12 @@ class Config:
     def db_path(self) -> Path:
         """The memory database (bookings share it)."""
         return self.data_path / "edge-agent.db"
+
+    @property
+    def knowledge_files(self) -> list[Path]:
+        """`[knowledge] files`, a relative one taken relative to the config file."""
+        base = Path(self.source).parent if Path(self.source).is_file() else Path.cwd()
+        return [base / os.path.expanduser(f) for f in self.knowledge.files]
 
     @property
     def models_dir(self) -> Path:

@@ -32,6 +32,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "turns.language": ("en", "es", "hi", "fr", "de", "any"),
     "session.start": ("immediate", "speech", "wake"),
     "log.level": ("debug", "info", "warning", "error"),
+    "knowledge.direct": ("all", "faq", "off"),
+    "knowledge.clock": ("12h", "24h"),
 }
 _SILENCE = Bounds(64, 10000, advised=(150, 3000),
                   advice="the agent answers too soon (cutting people off) or waits seconds")
@@ -107,6 +109,23 @@ _BOUNDS: dict[str, Bounds] = {
     "sync.batch_rows": Bounds(1, 100000),
     "sync.max_backlog": Bounds(1000, 100000000),
     "sync.timeout_ms": Bounds(100, 600000),
+    "knowledge.direct_above": Bounds(
+        0.0, 1.0, open_low=True, why="at 0 any entry would be said as the answer to anything",
+        advised=(0.35, 0.95), advice="entries that answer another question are said as answers "
+        "(too low), or nothing is ever answered directly (too high)"),
+    "knowledge.margin": Bounds(0.0, 1.0, advised=(0.02, 0.5),
+                               advice="one of two entries that answer a question equally is said "
+                               "(too low), or few answers are direct (too high)"),
+    "knowledge.relevant_above": Bounds(
+        0.0, 1.0, open_low=True, why="at 0 every question would reach the model with passages "
+        "that do not answer it", advised=(0.2, 0.9),
+        advice="the model is shown entries that do not answer the question (too low), or "
+        "questions get the fallback line (too high)"),
+    "knowledge.passages": Bounds(1, 20),
+    "knowledge.prompt_tokens": Bounds(16, 8192, advised=(64, 2048),
+                                      advice="passages are cut short, or crowd out the "
+                                      "conversation"),
+    "knowledge.reload_s": Bounds(0.2, 86400.0),
 }
 _MODEL = "name a model from `edge-agent models list` or a path to its file"
 _TEXT: dict[str, TextRule] = {
@@ -120,6 +139,10 @@ _TEXT: dict[str, TextRule] = {
     "memory.summarizer": TextRule(required=True, why='use "llm" or "extractive"'),
     "turns.greeting": TextRule(max_words=40,
                                advice="every session starts with a long wait for the caller"),
+    "knowledge.fallback": TextRule(required=True, why="a question the knowledge does not cover "
+                                   "must get an answer: write what the caller should do "
+                                   "(\"Please ask at the front desk.\")", max_words=40,
+                                   advice="every unknown question gets a long speech"),
 }
 
 
@@ -181,11 +204,29 @@ def parse_config(text: str, source: str) -> Config:
         parse_server_url(config.llm.server, source)
     if config.sync.url:
         parse_database_url(config.sync.url, source)
+    _check_knowledge(config, source)
     if config.memory.fold_turns > config.turns.history_turns:
         validate.warn(source, "memory.fold_turns",
                       f"{config.memory.fold_turns} is more than turns.history_turns "
                       f"({config.turns.history_turns}): each fold empties the whole window")
     return dataclasses.replace(config, source=source)
+
+
+def _check_knowledge(config: Config, source: str) -> None:
+    knowledge = config.knowledge
+    if knowledge.timezone:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(knowledge.timezone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(source, "knowledge.timezone",
+                              f"{knowledge.timezone!r} is not a time zone: use an IANA name such "
+                              "as \"Europe/Amsterdam\" or \"America/New_York\" (\"\": the "
+                              "device's)") from None
+    for index, name in enumerate(knowledge.files):
+        if not validate.has_visible_text(name):
+            raise ConfigError(source, f"knowledge.files[{index}]", "an empty file name")
 
 
 PROMPT_ROOM = 128

@@ -11,6 +11,7 @@ from edge_agent.events import (
     CallerSpoke,
     EchoIgnored,
     Event,
+    KnowledgeUsed,
     LoggedEvent,
     Notice,
     ReplyFailed,
@@ -37,7 +38,7 @@ class Label:
 
     kind: str
     """"caller", "heard", "said" (speech); "barge-in", "backchannel", "echo", "dropped",
-    "tool", "failed", "session", "cancelled", "notice" (the page's markers)."""
+    "tool", "failed", "session", "cancelled", "knowledge", "notice" (the page's markers)."""
     text: str
     """One line; caller and model text as given (the console escapes control characters, the
     page escapes HTML)."""
@@ -114,9 +115,26 @@ def _happening(event: Event, said: _Words) -> Label | None:
         return Label("session", f"session {event.session} ends (idle)")
     if isinstance(event, SpeculationCancelled):
         return Label("cancelled", f"speculation for turn {event.turn} dropped: {event.reason}")
+    if isinstance(event, KnowledgeUsed):
+        return _knowledge(event)
     if isinstance(event, Notice):
         return Label("notice", f"note: {event.text}")
     return None
+
+
+def _knowledge(event: KnowledgeUsed) -> Label | None:
+    """What the venue's knowledge decided (nothing for small talk: the model answers it as
+    without knowledge). Entries are named by file and line, never by what they say."""
+    entries = ", ".join(event.entries)
+    said = {
+        "direct": f"said {entries} from the venue's knowledge (score {event.score:.2f}), no model",
+        "hours": "said the opening hours, on the clock, no model",
+        "fallback": "not in the venue's knowledge: said the fallback line, no model",
+        "model": f"the model answers with {entries} from the venue's knowledge",
+    }.get(event.how)
+    if said is None:
+        return None
+    return Label("knowledge", f"turn {event.turn}: {said} ({event.lookup_ms:.1f} ms lookup)")
 
 
 _RECOVERY = {"fallback": "said the fallback line", "retry": "answering again",

@@ -243,6 +243,25 @@ class ReplyFailed:
 
 
 @dataclass(frozen=True)
+class KnowledgeUsed:
+    """The venue's knowledge was looked up for a user turn: what it decided."""
+
+    turn: Count
+    """The user turn being answered (1 = the first)."""
+    how: str
+    """"direct" (an entry's answer was said, no model), "hours" (the opening hours were
+    answered from the clock), "fallback" (a question the knowledge does not cover: the
+    fallback line was said), "model" (the model answered with `entries` in its prompt) or
+    "chat" (not a question for the venue: the model answered as without knowledge)."""
+    entries: tuple[str, ...] = ()
+    """The entries said or shown to the model, as "file:line"."""
+    score: Probability = 0.0
+    """How surely the best entry answers the turn (0..1; 0 when none matched)."""
+    lookup_ms: Annotated[float, MS_RANGE] = 0.0
+    """How long the lookup took."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something a user should know that is not an error (e.g. a scripted LLM ran out)."""
 
@@ -254,7 +273,7 @@ Event = (
     UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
     | UnitFinalized | LlmRequest | ToolUsed | Backchannel | EchoIgnored | CallerSpoke
     | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | TurnStage
-    | SpeculationCancelled | ReplyFailed | Notice
+    | SpeculationCancelled | ReplyFailed | KnowledgeUsed | Notice
 )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.app import (
+    ConversationParts,
     Memory,
     build_conversation,
     build_engines,
@@ -21,6 +22,7 @@ from edge_agent.app import (
     close_memory,
     conversation_parts,
     microphone_processing,
+    open_knowledge,
     open_memory,
 )
 from edge_agent.audio.echo_cancel import MicrophoneProcessing
@@ -38,6 +40,7 @@ from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.errors import EdgeAgentError, OutputError
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
+from edge_agent.knowledge.live import VenueKnowledge
 from edge_agent.memory.record import SessionRecord
 from edge_agent.memory.writer_lock import WriterLock
 from edge_agent.printable import clip
@@ -141,10 +144,11 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
                                            speaker_audible=call.echo_gain > 0)
         names = _with_processing(names, processing)
         memory = await open_memory(config, parts, log, names, summarizer, db_path, lock)
+        knowledge = await _open_knowledge(config, db_path, parts, memory)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio,
-                                  processing=processing)
+                                  processing=processing, knowledge=knowledge)
 
         async def greeting_begun() -> bool:
             await talk.started.wait()
@@ -165,7 +169,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
             await _until_first(talking, _idle(talk, log, clock), clock, left)
 
         return await _session(talk, log, memory, Reporter(printer), call_then_idle,
-                              unit_audio)
+                              unit_audio, knowledge)
 
 
 def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
@@ -173,9 +177,21 @@ def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[
             for line in call.lines]
 
 
+async def _open_knowledge(config: Config, db_path: Path | None, parts: ConversationParts,
+                          memory: Memory) -> VenueKnowledge | None:
+    """The venue's knowledge, indexed in the memory database (its error closes the memory)."""
+    try:
+        return await asyncio.to_thread(open_knowledge, config, db_path or config.db_path,
+                                       parts.tools.names)
+    except BaseException:
+        await close_memory(memory)
+        raise
+
+
 async def _session(conversation: Conversation, log: EventLog, memory: Memory,
                    reporter: Reporter, hold: Callable[[asyncio.Task[None]], Awaitable[None]],
-                   unit_audio: UnitAudioWriter | None) -> SessionRecord:
+                   unit_audio: UnitAudioWriter | None,
+                   knowledge: VenueKnowledge | None) -> SessionRecord:
     """Converse while `hold` runs, then stop (finalizing what is open) and read the record."""
     events = log.subscribe()
     printing = asyncio.create_task(_report_events(events, reporter))
@@ -197,6 +213,8 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory,
         except OutputError as exc:  # a link or a device where a file goes: the rest are written
             refused = exc
         finally:
+            if knowledge is not None:
+                await asyncio.to_thread(knowledge.close)
             record = await close_memory(memory)
     if refused is not None:
         raise RecordedOutputError(refused, record)
@@ -320,10 +338,11 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         processing = microphone_processing(config, mic.sample_rate, speaker_audible=True)
         names = _with_processing(names, processing)
         memory = await open_memory(config, parts, log, names, summarizer, lock=lock, venue=True)
+        knowledge = await _open_knowledge(config, None, parts, memory)
         unit_audio = UnitAudioWriter(audio_dir) if audio_dir is not None else None
         talk = build_conversation(config, parts, mic=mic, speaker=speaker, engines=engines,
                                   log=log, memory=memory.conversation, unit_audio=unit_audio,
-                                  processing=processing)
+                                  processing=processing, knowledge=knowledge)
         def session_id() -> str | None:
             return memory.conversation.session_id
 
@@ -344,7 +363,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             with session_tagged(session_id):
                 async with supervised(notifier or SystemdNotifier({})):
                     return await _session(talk, log, memory, reporter, until_stopped,
-                                          unit_audio)
+                                          unit_audio, knowledge)
         finally:
             speaker.close()
     finally:

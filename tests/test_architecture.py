@@ -18,7 +18,8 @@ from edge_agent.events import EVENT_TYPES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "edge_agent"
 
-RUNTIME = ("heard", "conversation", "engines", "audio", "memory", "models", "service")
+RUNTIME = ("heard", "conversation", "engines", "audio", "memory", "models", "service",
+           "knowledge")
 """Packages the running agent is made of."""
 TOOLS = ("cli", "doctor", "bench", "inspect", "replay", "installer")
 """Packages built on the runtime, which it must not import."""
@@ -196,10 +197,11 @@ def test_every_row_written_has_its_tables_columns() -> None:
 
 
 def test_only_the_store_speaks_sql() -> None:
-    """`MemoryStore` owns every statement, but for the venue sync's queue (`sync.outbox`, on
-    a connection of its own beside the writer's): no other module reaches a connection."""
-    assert _modules_saying(r"\bstore\.db\b|\.db\.(?:query|execute|table)\(") == [
-        "edge_agent.memory.store", "edge_agent.sync.outbox"]
+    """`MemoryStore` owns every statement, but for the venue sync's queue (`sync.outbox`) and
+    the venue's knowledge index (`knowledge.index`), each on a connection of its own beside
+    the writer's: no other module reaches a connection."""
+    assert _modules_saying(r"\bstore\.db\b|\.db\.(?:query|execute|table|atomic)\(") == [
+        "edge_agent.knowledge.index", "edge_agent.memory.store", "edge_agent.sync.outbox"]
 
 
 def test_no_package_imports_itself_back() -> None:

@@ -19,6 +19,7 @@ from edge_agent.events import (
     Event,
     LlmRequest,
     LoggedEvent,
+    KnowledgeUsed,
     Notice,
     PlaybackPaused,
     PlaybackResumed,
@@ -52,6 +53,7 @@ ONE_OF_EACH: tuple[Event, ...] = (
     CallerSpoke("Hello?", 0.05), PlaybackPaused("u1"), PlaybackResumed(None),
     SessionStarted(1, "speech"), SessionEnded(1), TurnStage(1, "first_audio", False),
     SpeculationCancelled(2, "speech resumed"), ReplyFailed(3, "tts", "OSError: x", "fallback"),
+    KnowledgeUsed(4, "direct", ("museum.toml:35",), 0.92, 0.4),
     Notice("a note"),
 )
 

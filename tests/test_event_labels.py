@@ -64,4 +64,5 @@ def test_the_page_marks_what_is_not_speech_with_the_consoles_words() -> None:
                 if found is not None and found.kind not in SPEECH_KINDS]
     assert marked[-len(expected):] == expected
     assert {kind for kind, _ in marked} == {"barge-in", "dropped", "tool", "backchannel",
-                                           "echo", "session", "cancelled", "failed", "notice"}
+                                           "echo", "session", "cancelled", "failed", "knowledge",
+                                           "notice"}

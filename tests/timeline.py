@@ -23,6 +23,7 @@ from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import ChatMessage, TextToSpeech
 from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.events import Event, EventLog, Notice
+from edge_agent.knowledge.live import Grounder
 from edge_agent.memory.conversation_memory import ConversationMemory, utc_now
 from edge_agent.memory.kept_audio import AudioKeeper
 from edge_agent.memory.record import SessionRecord, session_record
@@ -77,6 +78,8 @@ class Harness:
     real: Engines | None = None
     """Real engines to use instead of the fakes: its VAD, recognizer and end-of-turn model
     (the language model and the voice stay scripted)."""
+    knowledge: Grounder | None = None
+    """The venue's knowledge, looked up for every turn."""
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
@@ -121,7 +124,8 @@ class Harness:
         self.conversation = Conversation(mic=self.mic, speaker=self.speaker, engines=engines,
                                          settings=settings, log=self.log, owner=owner,
                                          tools=self.tools, memory=self.memory,
-                                         unit_audio=keeper, caller_audio=keeper)
+                                         unit_audio=keeper, caller_audio=keeper,
+                                         knowledge=self.knowledge)
 
     async def start(self) -> asyncio.Task[None]:
         return asyncio.create_task(self.conversation.run())

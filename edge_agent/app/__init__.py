@@ -1,6 +1,7 @@
 """Composition root: config -> engines, memory and devices -> conversation. Nothing else builds
 parts (`edge_agent.runner` runs what is built here): the engines (`app.engines`), the
-conversation around them (`app.conversation`) and its memory (`app.memory`)."""
+conversation around them (`app.conversation`), its memory (`app.memory`) and the venue's
+knowledge (`app.knowledge`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from edge_agent.app.engines import (
     load_voice,
     resolve_models,
 )
+from edge_agent.app.knowledge import grounding_settings, open_knowledge
 from edge_agent.app.memory import (
     Memory,
     build_summarizer,
@@ -37,10 +39,12 @@ __all__ = [
     "close_memory",
     "conversation_parts",
     "conversation_settings",
+    "grounding_settings",
     "lan_server",
     "load_recognizer",
     "load_voice",
     "microphone_processing",
+    "open_knowledge",
     "open_memory",
     "resolve_models",
     "sync_credentials",

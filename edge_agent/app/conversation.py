@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.echo_cancel import (
@@ -30,6 +29,7 @@ from edge_agent.engines.llm.scripted import ScriptedLanguageModel
 from edge_agent.errors import ConfigError
 from edge_agent.events import EventLog, Notice
 from edge_agent.heard.truncation import HeardPolicy
+from edge_agent.knowledge.live import Grounder
 from edge_agent.memory.context import WindowSettings
 from edge_agent.memory.conversation_memory import (
     ConversationMemory,
@@ -37,10 +37,6 @@ from edge_agent.memory.conversation_memory import (
 )
 from edge_agent.memory.kept_audio import AudioKeeper
 from edge_agent.owner import Owner, OwnerThread
-
-if TYPE_CHECKING:
-    pass
-
 
 
 def conversation_settings(config: Config, greeting: str | None = None) -> ConversationSettings:
@@ -78,6 +74,7 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
         session_start=config.session.start,
         wake_phrase=config.session.wake_phrase,
         idle_end_s=config.session.idle_end_s,
+        knowledge_reload_s=config.knowledge.reload_s,
     )
 
 
@@ -125,12 +122,14 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
                        memory: ConversationMemory | None = None,
                        unit_audio: UnitAudioWriter | None = None,
                        owner: Callable[[str], Owner] = OwnerThread,
-                       processing: MicrophoneProcessing | None = None) -> Conversation:
+                       processing: MicrophoneProcessing | None = None,
+                       knowledge: Grounder | None = None) -> Conversation:
     """The loop with its parts around it. With `[memory] keep_audio` (and a memory database),
     the caller's speech and the played units are kept in it too. `owner`: where the engines'
     blocking calls run (their own threads; inline on the loop for a virtual-clock replay).
     With `processing` (see `microphone_processing`), everything the loop hears from the
-    microphone, kept audio included, is cleaned (the speaker's echo, steady noise)."""
+    microphone, kept audio included, is cleaned (the speaker's echo, steady noise).
+    `knowledge`: the venue's (`open_knowledge`), looked up for every turn."""
     if processing is not None:
         mic = ProcessedMicrophone(mic, speaker, processing, log.clock, owner("microphone"))
     if isinstance(engines.llm, FallbackLanguageModel):
@@ -150,7 +149,7 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
         unit_audio=UnitAudioSinks(sinks) if sinks else None,
         caller_audio=keeper, memory=memory, settings=parts.settings, owner=owner,
         classifier=parts.classifier, echo=parts.echo, tools=tools,
-        gate=talker_gate(config, mic.sample_rate))
+        gate=talker_gate(config, mic.sample_rate), knowledge=knowledge)
 
 
 def talker_gate(config: Config, mic_rate: int) -> TalkerGate | None:

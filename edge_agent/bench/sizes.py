@@ -41,3 +41,5 @@ ROOM_REPLIES = Size(100, 5)
 """Replies of the self-interruption call (`bench rooms --replies`)."""
 SERVICE_IDLE_S = Size(20, 4)
 """Seconds the idle agent is watched (`bench service --idle`)."""
+KNOWLEDGE_VOICES = ("piper-joe", "espeak-us")
+"""The callers' voices `bench knowledge` asks its questions in (besides as written)."""

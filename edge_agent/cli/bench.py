@@ -24,6 +24,7 @@ from edge_agent.jsonfile import write_json
 
 if TYPE_CHECKING:
     from edge_agent.bench.workbench import Workbench
+    from edge_agent.engines.base import LanguageModel
 
 PartCommand = Callable[[Config, argparse.Namespace], tuple[dict[str, Any], str]]
 
@@ -141,6 +142,18 @@ def add_parser(commands: Any) -> None:
     lan.add_argument("--questions", type=positive_int, default=sizes.LAN_QUESTIONS.full,
                      help="questions asked each way (default %(default)s)")
 
+    knowledge = _part_parser(
+        benchmarks, "knowledge", "the venue's knowledge: a question set (paraphrases, words as a "
+                                 "recognizer writes them, questions on the venue's clock, out of "
+                                 "scope) asked as written and spoken through the recognizer, "
+                                 "answered as the agent would; the lookup with 10 000 passages "
+                                 "(not run by `bench`)")
+    knowledge.add_argument("--questions", type=Path, default=None,
+                           help="a question file naming its venue's files (default: the "
+                                "built-in Harbour Museum's)")
+    knowledge.add_argument("--voices", type=voice_names, default=",".join(sizes.KNOWLEDGE_VOICES),
+                           help="callers' voices, comma-separated (default %(default)s)")
+
     sync = _part_parser(
         benchmarks, "sync", "N simulated kiosks copying replayed sessions to one PostgreSQL on "
                             "127.0.0.1: rows/s, sync lag, the server's CPU, the drain after an "
@@ -189,6 +202,19 @@ def kiosk_counts(text: str) -> tuple[int, ...]:
     return counts
 
 
+def voice_names(text: str) -> list[str]:
+    """`--voices`: comma-separated callers' voices, each known."""
+    from edge_agent.demo.voices import VOICES
+
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    known = [voice.name for voice in VOICES]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown voice {unknown[0]!r} (known: "
+                                         f"{', '.join(known)})")
+    return names
+
+
 def recognizer_names(text: str) -> list[str]:
     """`--engines`: comma-separated recognizers, at least one, each known, each once."""
     from edge_agent.config import STT_ENGINES
@@ -210,7 +236,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
     command: PartCommand = {
         "engines": _engines, "heard": _heard, "latency": _latency, "backchannel": _backchannel, "stt": _stt,
         "memory": _memory, "rooms": _rooms, "service": _service, "lan": _lan,
-        "sync": _sync}[args.benchmark]
+        "sync": _sync, "knowledge": _knowledge}[args.benchmark]
     result, figures = command(config, args)
     write_json(result, args.json)
     print(figures)
@@ -345,6 +371,28 @@ def _lan(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]
     print(f"edge-agent bench lan: {config.llm.server} against the on-device model", flush=True)
     result = run_lan(lan_server(config), local, config.llm.server_timeout_ms, args.questions,
                      bench.say)
+    return dict(result), table(result)
+
+
+def _knowledge(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.knowledge import QUESTIONS, run_knowledge, table
+
+    bench = _workbench(config)
+    local = bench.llm()
+    if local is not None and config.llm.server:
+        from edge_agent.app import lan_server
+        from edge_agent.clock import MonotonicClock
+        from edge_agent.engines.llm.fallback import FallbackLanguageModel
+
+        llm: LanguageModel | None = FallbackLanguageModel(lan_server(config), local,
+                                                          MonotonicClock())
+        name = f"{config.llm.server} (then {config.llm.model})"
+    else:
+        llm, name = local, config.llm.model if local is not None else "no model (scripted)"
+    questions = args.questions or QUESTIONS
+    print(f"edge-agent bench knowledge: {questions}, answered otherwise by {name}", flush=True)
+    result = run_knowledge(config, questions, args.voices, bench.voice(), bench.recognizer(),
+                           llm, name, bench.say)
     return dict(result), table(result)
 
 

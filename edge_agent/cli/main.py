@@ -19,6 +19,7 @@ from edge_agent.cli.bench import add_parser as add_bench_parser
 from edge_agent.cli.bench import results_path as bench_results_path
 from edge_agent.cli.doctor import add_parser as add_doctor_parser
 from edge_agent.cli.inspect import add_parser as add_inspect_parser
+from edge_agent.cli.knowledge import add_parser as add_knowledge_parser
 from edge_agent.cli.memory import add_parsers as add_memory_parsers
 from edge_agent.cli.service import add_parsers as add_service_parsers
 from edge_agent.cli.sync import add_parser as add_sync_parser
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     add_service_parsers(commands)
     add_sync_parser(commands)
     add_inspect_parser(commands)
+    add_knowledge_parser(commands)
 
     models = commands.add_parser("models", help="list, fetch and verify models")
     models.set_defaults(handler=_models)

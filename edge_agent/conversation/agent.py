@@ -49,6 +49,7 @@ from edge_agent.events import (
     UserSpeechStarted,
     UserTurn,
 )
+from edge_agent.knowledge.live import Grounder
 from edge_agent.memory.conversation_memory import ConversationMemory
 from edge_agent.memory.history import History
 from edge_agent.owner import Owner, OwnerThread
@@ -79,6 +80,7 @@ class Conversation:
         classifier: BackchannelClassifier | None = None,
         echo: EchoFilter | None = None,
         gate: TalkerGate | None = None,
+        knowledge: Grounder | None = None,
     ) -> None:
         self._mic = mic
         self._speaker = speaker
@@ -96,7 +98,8 @@ class Conversation:
                                        echo or EchoFilter())
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
                                     memory=self.memory, owner=owner, unit_audio=unit_audio,
-                                    tools=tools or Toolbox())
+                                    tools=tools or Toolbox(), knowledge=knowledge)
+        self._knowledge = knowledge
         self._hearing = False
         self._user_turns = 0
         self._session = 0
@@ -151,12 +154,19 @@ class Conversation:
             self._responder.close()
 
     async def _upkeep(self) -> None:
-        """Checkpoint the playing unit; while idle, move the window a step when its summary is
-        ready (then prewarm the new prefix), and start the next summary when one is due."""
+        """Checkpoint the playing unit; look at the knowledge files every reload interval; while
+        idle, move the window a step when its summary is ready (then prewarm the new prefix),
+        and start the next summary when one is due."""
         interval = self._settings.checkpoint_ms / 1000
+        looked = self._clock.now()
         while True:
             await self._clock.sleep(interval)
             self._responder.checkpoint()
+            reload_s = self._settings.knowledge_reload_s
+            if (self._knowledge is not None and not self.busy
+                    and self._clock.now() - looked >= reload_s):
+                looked = self._clock.now()
+                await self._responder.refresh_knowledge()
             if self.busy or not self._responder.model_idle:
                 # A prewarm in progress would be stale once the window moved: it finishes
                 # (or a reply stops it) first.
@@ -287,7 +297,7 @@ class Conversation:
         words = (await self._stt_thread.call(self._engines.stt.partial)).strip()
         self._log.publish(TurnStage(turn, "transcript", speculative=True))
         if words and self._session:
-            utterance.prepared = self._responder.prepare(turn, words)
+            utterance.prepared = await self._responder.prepare(turn, words)
         return words
 
     async def _drop_speculation(self, utterance: Utterance, reason: str) -> None:
@@ -367,7 +377,7 @@ class Conversation:
         self._user_turns += 1
         if not speculated:
             self._log.publish(TurnStage(self._user_turns, "transcript", speculative=False))
-        self._responder.start(self._user_turns, prepared)
+        self._responder.start(self._user_turns, prepared, asked=text)
 
     def _open_session(self, how: str, greet: bool) -> None:
         self.memory.open_session(how)

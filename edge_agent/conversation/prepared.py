@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from edge_agent.conversation.clauses import SpokenText
 from edge_agent.engines.base import ChatMessage, SpeechAudio, ToolCall
+from edge_agent.knowledge.ground import Grounding
 
 
 class PreparedReply:
@@ -26,11 +27,14 @@ class PreparedReply:
     def __init__(self, turn: int, messages: list[ChatMessage],
                  pieces: AsyncIterator[str | ToolCall],
                  synthesize: Callable[[str], Awaitable[SpeechAudio]], marker: str,
-                 stage: Callable[[str, bool], None]) -> None:
+                 stage: Callable[[str, bool], None], grounding: Grounding | None = None) -> None:
         self.turn = turn
         """The user turn it answers (1 = the first)."""
         self.messages = messages
-        """The request sent to the model, exactly."""
+        """The request sent to the model, exactly (or, when the knowledge answers itself,
+        the request that would have been: its history must still be the turn's)."""
+        self.grounding = grounding
+        """What the venue's knowledge made of the words (None: no knowledge)."""
         self.committed = False
         """The turn really ended and the reply uses this preparation."""
         self.cancelled = False

@@ -7,7 +7,12 @@ playback ends, or, on a barge-in, where the device's played position leaves it
 (`conversation.playback`).
 
 A reply may start from a `PreparedReply` (its first hop requested and its first piece
-synthesized while the user's silence was still running). The model's requests and its
+synthesized while the user's silence was still running).
+
+With the venue's knowledge (`knowledge`), each turn is looked up first (on its own thread):
+an answer the knowledge gives itself (an entry's answer, the opening hours, the fallback line
+for a question it does not cover) is said as a unit of its own with no model call; otherwise
+the model answers, with the entries that match placed before the caller's words. The model's requests and its
 prewarming go through `conversation.model`.
 
 An engine failing mid-reply (the model, the voice, a tool) ends that reply, not the loop: what
@@ -44,6 +49,7 @@ from edge_agent.engines.base import ChatMessage, SpeechAudio, ToolCall
 from edge_agent.engines.cpu_share import listener_waits
 from edge_agent.events import (
     EventLog,
+    KnowledgeUsed,
     LlmRequest,
     Notice,
     ReplyFailed,
@@ -52,7 +58,10 @@ from edge_agent.events import (
     TurnStage,
 )
 from edge_agent.heard.ledger import Unit
+from edge_agent.knowledge.ground import SAID, Context, Grounding
+from edge_agent.knowledge.live import Grounder
 from edge_agent.memory.conversation_memory import ConversationMemory
+from edge_agent.memory.history import Turn
 from edge_agent.owner import Owner
 
 T = TypeVar("T")
@@ -66,7 +75,8 @@ class Responder:
 
     def __init__(self, *, speaker: Speaker, engines: Engines, settings: ConversationSettings,
                  log: EventLog, memory: ConversationMemory, owner: Callable[[str], Owner],
-                 unit_audio: UnitAudioSink | None, tools: Toolbox) -> None:
+                 unit_audio: UnitAudioSink | None, tools: Toolbox,
+                 knowledge: Grounder | None = None) -> None:
         self._engines = engines
         self._settings = settings
         self._log = log
@@ -78,6 +88,8 @@ class Responder:
         self._model = Model(engines.llm, owner("llm"), memory, offered, settings.prefix_state_dir)
         self._tts_thread = owner("tts")
         self._tools_thread = owner("tools")
+        self._knowledge = knowledge
+        self._knowledge_thread = owner("knowledge") if knowledge is not None else None
         self._tool_jobs: set[asyncio.Future[str]] = set()
         self._reply: asyncio.Task[None] | None = None
         self._prepared: PreparedReply | None = None
@@ -99,10 +111,12 @@ class Responder:
     def playing_unit(self) -> str | None:
         return self._playback.playing_unit
 
-    def prepare(self, turn: int, user_text: str) -> PreparedReply:
+    async def prepare(self, turn: int, user_text: str) -> PreparedReply:
         """Start answering `user_text` as turn `turn` without playing or recording anything:
-        the model's first hop and the first piece's audio (see `PreparedReply`)."""
-        messages = self._prompt(pending_user=user_text)
+        the knowledge's lookup, the model's first hop and the first piece's audio (see
+        `PreparedReply`)."""
+        grounding = await self._look_up(user_text, self.memory.history.turns)
+        messages = self._prompt(pending_user=user_text, note=_note(grounding))
         failures: list[EngineFailure] = []
 
         async def synthesize(text: str) -> SpeechAudio:
@@ -112,26 +126,33 @@ class Responder:
                 failures.append(failure)
                 raise
 
-        def stage(name: str, speculative: bool) -> None:
-            self._stage(turn, name, speculative)
+        said = _said(grounding)
 
-        prepared = PreparedReply(turn, messages, self._model.stream(messages, failures), synthesize,
-                                 self._settings.interrupted_marker, stage)
+        def stage(name: str, speculative: bool) -> None:
+            if said is None or name not in MODEL_STAGES:
+                self._stage(turn, name, speculative)
+
+        pieces = (_pieces_of(said) if said is not None
+                  else self._model.stream(messages, failures))
+        prepared = PreparedReply(turn, messages, pieces, synthesize,
+                                 self._settings.interrupted_marker, stage, grounding)
         self._preparing[prepared] = failures
         return prepared
 
     async def discard(self, prepared: PreparedReply, reason: str) -> None:
         """A preparation that will not be used: stop its model request, withdraw it."""
         await prepared.cancel()
-        await self._model.withdraw()
+        if _said(prepared.grounding) is None:  # an answer the knowledge gave asked no model
+            await self._model.withdraw()
         self._stages = (-1, set())  # the turn's stages start over
         self._log.publish(SpeculationCancelled(prepared.turn, reason))
 
-    def start(self, turn: int, prepared: PreparedReply | None = None) -> None:
-        """Answer user turn `turn` (0: the greeting, no model involved), from `prepared` if it
-        was prepared for this turn and this history."""
+    def start(self, turn: int, prepared: PreparedReply | None = None, asked: str = "") -> None:
+        """Answer user turn `turn` (0: the greeting, no model involved), whose words were
+        `asked`, from `prepared` if it was prepared for this turn and this history."""
         self._first_unit_of_reply = None
-        self._reply = asyncio.create_task(self._answer(turn, prepared), name=f"reply-{turn}")
+        self._reply = asyncio.create_task(self._answer(turn, prepared, asked),
+                                          name=f"reply-{turn}")
         self._reply.add_done_callback(self._check_reply)
 
     def number_units_after(self, count: int) -> None:
@@ -172,9 +193,41 @@ class Responder:
                 error = error.exceptions[0]
             self.failure = error
 
-    def _prompt(self, pending_user: str | None = None) -> list[ChatMessage]:
-        """The next request's messages; `pending_user`: a user turn not in history yet."""
-        return self.memory.messages(pending_user)
+    def _prompt(self, pending_user: str | None = None, note: str = "") -> list[ChatMessage]:
+        """The next request's messages; `pending_user`: a user turn not in history yet;
+        `note`: the venue's information, before the last user turn's words."""
+        return self.memory.messages(pending_user, note)
+
+    async def refresh_knowledge(self) -> None:
+        """Read again the knowledge files that changed (on the knowledge's thread); what was
+        indexed again, or could not be read, is a Notice."""
+        if self._knowledge is None or self._knowledge_thread is None:
+            return
+        refreshed = await self._knowledge_thread.call(self._knowledge.refresh)
+        for path in refreshed.indexed:
+            self._log.publish(Notice(f"knowledge: {path} changed; indexed again"))
+        for error in refreshed.errors:
+            self._log.publish(Notice(f"knowledge: {error}"))
+
+    async def _look_up(self, text: str, before: list[Turn]) -> Grounding | None:
+        """The knowledge's answer to `text`, said after the turns `before` (None without
+        knowledge)."""
+        if self._knowledge is None or self._knowledge_thread is None:
+            return None
+        earlier = [t for t in before if t.role == "user"]
+        spoken = [t for t in before if t.role == "assistant"]
+        context = Context(previous_question=earlier[-1].text if earlier else "",
+                          agent_asked=bool(spoken) and spoken[-1].text.rstrip().endswith("?"))
+        return await self._knowledge_thread.call(self._knowledge.ground, text, context)
+
+    def _used(self, turn: int, grounding: Grounding | None) -> None:
+        if grounding is None:
+            return
+        shown = grounding.said or tuple(m.entry for m in grounding.matches
+                                        if grounding.how == "model")
+        best = grounding.matches[0].score if grounding.matches else 0.0
+        self._log.publish(KnowledgeUsed(turn, grounding.how, tuple(e.ref for e in shown),
+                                        min(1.0, best), grounding.ms))
 
     async def _synthesize(self, text: str, first: bool = False) -> SpeechAudio:
         """`text` in the voice; `first`: the reply's first piece, which the listener waits for:
@@ -182,8 +235,8 @@ class Responder:
         with listener_waits(self._engines.cpu) if first else contextlib.nullcontext():
             return await tagged("tts", self._tts_thread.call(self._engines.tts.synthesize, text))
 
-    async def _ask(self, turn: int, hop: int) -> AsyncIterator[str | ToolCall]:
-        messages = self._prompt()
+    async def _ask(self, turn: int, hop: int, note: str) -> AsyncIterator[str | ToolCall]:
+        messages = self._prompt(note=note)
         self._log.publish(LlmRequest(turn, hop, tuple(dict(m) for m in messages)))
         if hop == 1:
             self._stage(turn, "request")
@@ -207,7 +260,8 @@ class Responder:
         if prepared is None:
             return None
         failures = self._preparing.pop(prepared, [])
-        if prepared.turn != turn or prepared.messages != self._prompt():
+        if prepared.turn != turn or prepared.messages != self._prompt(
+                note=_note(prepared.grounding)):
             await self.discard(prepared, "history changed")
             return None
         if failures:  # an engine failed while the silence ran; it may not fail again
@@ -216,18 +270,20 @@ class Responder:
             await self.discard(prepared, "preparation failed")
             return None
         prepared.committed = True
-        self._log.publish(LlmRequest(turn, 1, tuple(dict(m) for m in prepared.messages)))
+        self._used(turn, prepared.grounding)
+        if _said(prepared.grounding) is None:
+            self._log.publish(LlmRequest(turn, 1, tuple(dict(m) for m in prepared.messages)))
         await self.memory.flushed()  # the user turn is on disk before its answer plays
         return prepared
 
-    async def _answer(self, turn: int, prepared: PreparedReply | None = None) -> None:
+    async def _answer(self, turn: int, prepared: PreparedReply | None, asked: str) -> None:
         """One reply: model hops (each may speak, call tools, or both) and their speech. The
         playback tasks (finalizing, announcing) outlive a failed hop: what was queued plays."""
         try:
             async with asyncio.TaskGroup() as playback:
                 try:
                     await self._say(playback, turn,
-                                    lambda speech: self._hops(turn, prepared, speech))
+                                    lambda speech: self._hops(turn, prepared, asked, speech))
                 except Exception as error:  # cancellation, Ctrl-C and exit are not: they go on
                     await self._recover(turn, error, playback)
             self.prewarm()
@@ -282,7 +338,8 @@ class Responder:
             if fallback:
                 playback.create_task(self._playback.play_out(fallback))
 
-    async def _hops(self, turn: int, prepared: PreparedReply | None, speech: Speech) -> None:
+    async def _hops(self, turn: int, prepared: PreparedReply | None, asked: str,
+                    speech: Speech) -> None:
         if turn == 0:
             await self._speak_hop(_pieces_of(self._settings.greeting), speech)
             return
@@ -291,13 +348,23 @@ class Responder:
             # for its result.
             await asyncio.wait(set(self._tool_jobs))
         self._prepared = await self._take_prepared(turn, prepared)
+        if self._prepared is not None:
+            grounding = self._prepared.grounding
+        else:
+            grounding = await self._look_up(asked, self.memory.history.turns[:-1])
+            self._used(turn, grounding)
+        said = _said(grounding)
+        if said is not None:  # the knowledge's own answer: no model
+            await self._speak_hop(self._prepared.pieces() if self._prepared is not None
+                                  else _pieces_of(said), speech)
+            return
         allowed = self._settings.max_tool_hops
         used = 0
         for hop in itertools.count(1):  # ends: each hop returns, or runs a call or more
             if hop == 1 and self._prepared is not None:
                 pieces = self._prepared.pieces()
             else:
-                pieces = self._ask(turn, hop)
+                pieces = self._ask(turn, hop, _note(grounding))
             calls = await self._speak_hop(pieces, speech)
             if not calls:
                 return
@@ -408,4 +475,18 @@ class Responder:
 
 async def _pieces_of(text: str) -> AsyncIterator[str | ToolCall]:
     yield text
+
+
+MODEL_STAGES = frozenset({"request", "first_token"})
+"""Stages of a turn that only a model request has."""
+
+
+def _said(grounding: Grounding | None) -> str | None:
+    """The words the knowledge answers with itself (None: the model answers)."""
+    return grounding.say if grounding is not None and grounding.how in SAID else None
+
+
+def _note(grounding: Grounding | None) -> str:
+    """The venue's information for the model's prompt ("" without)."""
+    return grounding.note if grounding is not None else ""
 

@@ -58,6 +58,8 @@ class ConversationSettings:
     idle_end_s: float
     """A session with nothing said or played for this long ends; the next starts fresh
     (0: sessions never end)."""
+    knowledge_reload_s: float
+    """How often the venue's knowledge files are looked at for changes (seconds)."""
 
 
 @dataclass(frozen=True)

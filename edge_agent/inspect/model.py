@@ -104,7 +104,7 @@ class Marker:
 
     kind: str
     """"barge-in", "backchannel", "echo", "dropped", "tool", "failed", "session", "cancelled",
-    "notice"."""
+    "knowledge", "notice"."""
     at: float
     label: str
     """Short text drawn next to it."""

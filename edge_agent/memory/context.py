@@ -88,8 +88,10 @@ class MemoryContext:
         if fact.source_seq is None or fact.source_seq < self.window_start:
             self._system = None
 
-    def messages(self, pending_user: str | None = None) -> list[ChatMessage]:
-        """The next request's messages; `pending_user`: a user turn not in history yet."""
+    def messages(self, pending_user: str | None = None, note: str = "") -> list[ChatMessage]:
+        """The next request's messages; `pending_user`: a user turn not in history yet;
+        `note`: put before the last user turn's words (the venue's information for it: only
+        in this request, never in history, so the prompt's prefix stays as it was)."""
         turns = self.window
         if pending_user is not None:
             turns = History.with_user(turns, pending_user)
@@ -103,6 +105,11 @@ class MemoryContext:
                 continue
             content = turn.text + self.marker if turn.interrupted and self.marker else turn.text
             messages.append({"role": turn.role, "content": content})
+        if note:
+            last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+            if last is not None:
+                messages[last] = {**messages[last],
+                                  "content": f"{note}\n\n{messages[last]['content']}"}
         return messages
 
     def stable_messages(self) -> list[ChatMessage]:

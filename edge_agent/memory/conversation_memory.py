@@ -283,8 +283,8 @@ class ConversationMemory:
                "updated_at": self._now()}
         self._submit(lambda s: s.put_unit(row), f"checkpoint {unit_id}", durable=False)
 
-    def messages(self, pending_user: str | None = None) -> list[ChatMessage]:
-        return self.context.messages(pending_user)
+    def messages(self, pending_user: str | None = None, note: str = "") -> list[ChatMessage]:
+        return self.context.messages(pending_user, note)
 
     async def flushed(self) -> None:
         if self.writer is not None:

@@ -26,6 +26,10 @@ Tables (documented for Datasette users in README, "The memory database"):
   PostgreSQL, one per row, in the order of their first change; triggers fill it while
   `sync_control.queue` says so (see `edge_agent.sync`).
 - `sync_control`: one row: whether changes are queued, and how the last sends went.
+- `knowledge` (with `[knowledge] files`): the venue's FAQ entries, sections and facts, each
+  with the terms it is found by; `knowledge_fts` is its full-text index (FTS5).
+- `knowledge_files`: each indexed file with its hash, size and time: a changed file is indexed
+  again.
 """
 
 from __future__ import annotations
@@ -201,6 +205,34 @@ MIGRATIONS += (
         *_queue_triggers(),
     ),
 )
+MIGRATIONS += (
+    (  # 5: the venue's knowledge, indexed from its files (searched with FTS5, see knowledge/)
+        """CREATE TABLE knowledge_files (
+            path TEXT PRIMARY KEY,
+            sha256 TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            vocabulary TEXT NOT NULL,
+            entries INTEGER NOT NULL,
+            indexed_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE knowledge (
+            id INTEGER PRIMARY KEY,
+            file TEXT NOT NULL,
+            line INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            grp TEXT NOT NULL DEFAULT '',
+            questions TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            keywords TEXT NOT NULL DEFAULT '[]',
+            question_terms TEXT NOT NULL,
+            asked_by TEXT NOT NULL,
+            mentions TEXT NOT NULL
+        )""",
+        "CREATE INDEX knowledge_by_file ON knowledge (file)",
+    ),
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -342,11 +374,48 @@ class SyncControlRow(TypedDict, total=False):
     """When facts and profiles were last read back from the venue."""
 
 
+class KnowledgeFileRow(TypedDict):
+    path: str
+    """The knowledge file, as the config names it (resolved)."""
+    sha256: str
+    """Of its bytes when it was indexed."""
+    size: int
+    mtime_ns: int
+    """Its size and modification time then: a file whose stat is unchanged is not read again."""
+    vocabulary: str
+    """A fingerprint of the synonyms its terms were made with: other synonyms, another index."""
+    entries: int
+    indexed_at: str
+
+
+class KnowledgeRow(TypedDict):
+    file: str
+    line: int
+    kind: str
+    """"faq", "section" or "fact"."""
+    topic: str
+    grp: str
+    """A fact's group ("prices"), else ""."""
+    questions: str
+    """JSON: the phrasings it answers."""
+    answer: str
+    """What is said (or, for a section, its text)."""
+    keywords: str
+    """JSON: more words it is found by."""
+    question_terms: str
+    """JSON: each phrasing's terms (for scoring a match)."""
+    asked_by: str
+    """Every phrasing's and keyword's terms, space-separated (full-text indexed)."""
+    mentions: str
+    """The answer's terms, space-separated (full-text indexed)."""
+
+
 ROWS: dict[str, type] = {
     "sessions": SessionRow, "turns": TurnRow, "units": UnitRow, "events": EventRow,
     "llm_requests": LlmRequestRow, "summaries": SummaryRow, "facts": FactRow,
     "profiles": ProfileRow, "audio": AudioRow, "outbox": OutboxRow,
-    "sync_control": SyncControlRow,
+    "sync_control": SyncControlRow, "knowledge_files": KnowledgeFileRow,
+    "knowledge": KnowledgeRow,
 }
 """Each table and the shape of the rows edge-agent writes to it."""
 
