@@ -45,6 +45,7 @@ from edge_agent.models.catalog import load_catalog
 from tests.cli import write_config
 from tests.llama_server import free_port
 from tests.sse_server import ScriptedChatServer, piece, sse
+from tests.test_knowledge_lookup import _venue as _knowledge_venue
 
 REPO = Path(__file__).resolve().parent.parent
 AUDIO_LINES = ("portaudio", "audio devices", "audio output", "audio input")
@@ -81,7 +82,8 @@ def _doctor(config: Path, env: dict[str, str], *args: str) -> subprocess.Complet
 def _lines(stdout: str) -> dict[str, str]:
     """Check name -> its whole line."""
     names = [*AUDIO_LINES, "config", "data dir", "cpu", "ram", "disk", "memory db",
-             "echo cancel", "llm server", "venue store", "model vad", "model stt", "model tts",
+             "echo cancel", "llm server", "venue store", "knowledge", "model vad", "model stt",
+             "model tts",
              "model llm", "model turn"]
     found = {}
     for line in stdout.splitlines():
@@ -531,3 +533,18 @@ def test_lines_escape_control_characters() -> None:
     line = cli_doctor.format_line(check("audio output", "FAIL", "\"evil\x1b]0;x\x07\" (index 3)",
                                     "rename it"))
     assert line == ("FAIL  audio output   \"evil\\x1b]0;x\\x07\" (index 3). Fix: rename it")
+
+
+def test_the_knowledge_files_are_read_without_touching_the_database(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None) -> None:
+    files = _knowledge_venue(tmp_path)
+    config = write_config(tmp_path, f"[knowledge]\nfiles = {json.dumps([str(f) for f in files])}\n",
+                          data_dir=tmp_path / "data")
+    _run(None, _args(config=config))
+    line = _lines(capsys.readouterr().out)["knowledge"]
+    assert line.startswith("ok    knowledge      3 file(s), 10 entries, opening hours"), line
+    assert not (tmp_path / "data").exists()  # nothing made: not the data dir, not a database
+    files[2].write_text("question,answer\nWhere?,Here.\nWhy?,Because,extra\n", encoding="utf-8")
+    _run(None, _args(config=config))
+    broken = _lines(capsys.readouterr().out)["knowledge"]
+    assert broken.startswith(f"FAIL  knowledge      {files[2]}: line 3: 3 cells"), broken

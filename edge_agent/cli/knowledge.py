@@ -69,9 +69,10 @@ def _check(config: Config, args: argparse.Namespace) -> int:
         for path in contents.files:
             entries = [e for e in contents.entries if e.file == path]
             kinds = Counter(e.kind for e in entries)
-            parts = [f"{kinds[k]} {name}" for k, name in (("faq", "FAQ entries"),
-                                                        ("section", "sections"),
-                                                        ("fact", "facts")) if kinds[k]]
+            parts = [f"{kinds[k]} {one if kinds[k] == 1 else many}"
+                     for k, one, many in (("faq", "FAQ entry", "FAQ entries"),
+                                          ("section", "section", "sections"),
+                                          ("fact", "fact", "facts")) if kinds[k]]
             print(f"{escape_controls(path)}: {', '.join(parts) or 'no entries'}")
         for schedule in contents.schedules:
             print(f"  opening hours of {schedule.place or 'the venue'}"

@@ -77,6 +77,8 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
                       applies=lambda c: bool(c.config.llm.server)),
               _single("venue store", lambda c: _venue_store_line(c.config), 60,
                       applies=lambda c: bool(c.config.sync.url)),
+              _single("knowledge", lambda c: _knowledge_line(c.config), 120,
+                      applies=lambda c: bool(c.config.knowledge.files)),
               Group(doctor_checks.audio_names, doctor_checks.audio, 90),
               Group(doctor_checks.model_names, doctor_checks.models, 900))
     for group in groups:
@@ -264,6 +266,31 @@ def _llm_server_line(config: Config) -> CheckRecord:
                      "server a faster model or fewer kiosks")
     return check("llm server", "ok", f"{address.shown}: first word in {took_ms:.0f} ms "
                  f"(llm.server_timeout_ms {llm.server_timeout_ms})")
+
+
+def _knowledge_line(config: Config) -> CheckRecord:
+    """The venue's knowledge files read and indexed in this process (the database is not
+    touched), with what `knowledge check` would warn about."""
+    from edge_agent.app import open_knowledge
+    from edge_agent.errors import ConfigError
+    from edge_agent.knowledge.check import findings
+
+    try:
+        knowledge = open_knowledge(config, None)
+    except ConfigError as exc:
+        return check("knowledge", "FAIL", str(exc), "correct the file (`edge-agent knowledge "
+                     "check FILE` reads it alone); the agent will not start with it")
+    assert knowledge is not None  # files are named
+    try:
+        contents, found = knowledge.knowledge, findings(knowledge)
+    finally:
+        knowledge.close()
+    detail = (f"{len(contents.files)} file(s), {len(contents.entries)} entries, "
+              f"{'opening hours' if contents.schedules else 'no opening hours'}")
+    if found:
+        return check("knowledge", "warn", f"{detail}; {len(found)} warning(s), the first: "
+                     f"{found[0].text}", "see `edge-agent knowledge check` on the files")
+    return check("knowledge", "ok", detail)
 
 
 def _venue_store_line(config: Config) -> CheckRecord:

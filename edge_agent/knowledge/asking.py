@@ -27,7 +27,9 @@ _FILLERS = (
     r"good (?:morning|afternoon|evening|day|night)", r"(?:hi|hello|hey|hiya|howdy)(?: there)?",
     r"thank you(?: (?:so|very) much)?", r"thanks(?: a lot)?", r"cheers", r"(?:good)?bye",
     r"see you(?: later)?", r"have a (?:nice|good|great) (?:day|evening|one)", r"excuse me",
-    r"please", r"(?:sorry|pardon)(?: me)?", r"never mind", r"that is (?:all|it|great|fine|perfect)",
+    r"please", r"(?:sorry|pardon)(?: me)?", r"never mind", r"hold on", r"hang on", r"stop",
+    r"wait(?: a (?:moment|minute|second))?", r"one (?:moment|second|minute)", r"actually",
+    r"that is (?:all|it|great|fine|perfect)",
     r"(?:okay|ok|alright|all right|sure|yes|yeah|yep|no|nope|great|perfect|cool|nice|wonderful|"
     r"lovely|fine|good|got it|i see|understood|um|uh|er|erm|hmm|well|so)",
 )

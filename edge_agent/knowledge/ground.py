@@ -33,7 +33,7 @@ from edge_agent.knowledge import hours
 from edge_agent.knowledge.asking import turn_kind
 from edge_agent.knowledge.index import KnowledgeIndex, Stored
 from edge_agent.knowledge.sources import FACT, FAQ, SECTION, Entry
-from edge_agent.knowledge.text import Synonyms, Vocabulary, terms, words
+from edge_agent.knowledge.text import Synonyms, Vocabulary, term_sequence, terms, words
 
 ANSWER_SHARE = 0.75
 """A question's term found only in an entry's text (not its questions or heading) counts this
@@ -41,6 +41,8 @@ much of its weight."""
 COVERAGE_MIN = 0.6
 """An entry must hold this share of a question's weight to answer it, directly or through
 the model."""
+MODIFIER_SHARE = 0.5
+"""An unknown word describing a known one weighs this much of the known one."""
 ONE_WORD_SHARE = 0.8
 """An entry found by a single word of its text alone ("on top of your ticket" for "which has
 topped...") is a weak match: its score is taken this much."""
@@ -165,20 +167,21 @@ def _timed(result: Grounding, started: float) -> Grounding:
 def _decide(text: str, venue: Venue, settings: GroundingSettings, now: Callable[[], datetime],
             context: Context) -> Grounding:
     kind = turn_kind(text, context.agent_asked)
-    if kind.small_talk:
-        return Grounding("chat")
+    if kind.small_talk or (context.agent_asked and not kind.question):
+        return Grounding("chat")  # an answer to the agent's question is the model's
     local = _local(now(), settings.timezone)
     said = _hours_answer(kind.rest, venue, settings, local, context, kind.follow_up)
     if said is not None:
         return Grounding("hours", said)
-    asked = terms(_without(kind.rest, venue.names), venue.synonyms)
+    sequence = term_sequence(_without(kind.rest, venue.names), venue.synonyms)
+    asked = [t for t in sequence if t is not None]
     if asked and set(asked) <= settings.model_topics:
         return Grounding("chat")
     # A turn that names something is about the venue unless it answers the agent ("I can rent
     # a bike here" is answered from the knowledge or not at all, never by the model's guess);
     # one that names nothing ("what is it?") is the model's to answer.
     question = bool(asked) and (kind.question or not context.agent_asked)
-    weights = _weights(asked, venue.vocabulary)
+    weights = _weights(sequence, venue.vocabulary)
     if kind.follow_up and context.previous_question:
         for term in terms(context.previous_question, venue.synonyms):
             weights.setdefault(term, venue.vocabulary.weight(term) * FOLLOW_UP_SHARE)
@@ -200,15 +203,27 @@ def _local(moment: datetime, timezone: str) -> datetime:
     return moment.astimezone(ZoneInfo(timezone)) if timezone else moment.astimezone()
 
 
-def _weights(asked: Sequence[str], vocabulary: Vocabulary) -> dict[str, float]:
-    """Each term's weight (a term no entry uses weighs most: see `Vocabulary.weight`)."""
-    return {term: vocabulary.weight(term) for term in asked}
+def _weights(sequence: Sequence[str | None], vocabulary: Vocabulary) -> dict[str, float]:
+    """Each term's weight (a term no entry uses weighs most: see `Vocabulary.weight`); a term
+    no entry uses right before one the venue knows describes it ("credit cards", "electric
+    wheelchair"): it weighs `MODIFIER_SHARE` of the word it describes."""
+    known = vocabulary.document_count
+    weights: dict[str, float] = {}
+    for place, term in enumerate(sequence):
+        if term is None or term in weights:
+            continue
+        following = sequence[place + 1] if place + 1 < len(sequence) else None
+        if term not in known and following is not None and following in known:
+            weights[term] = vocabulary.weight(following) * MODIFIER_SHARE
+        else:
+            weights[term] = vocabulary.weight(term)
+    return weights
 
 
 def matches_for(text: str, venue: Venue) -> list[Match]:
     """The entries `text` finds, best first (retrieval and scoring alone, no decision)."""
-    asked = terms(_without(" ".join(words(text)), venue.names), venue.synonyms)
-    return retrieve(_weights(asked, venue.vocabulary), venue)
+    sequence = term_sequence(_without(" ".join(words(text)), venue.names), venue.synonyms)
+    return retrieve(_weights(sequence, venue.vocabulary), venue)
 
 
 def retrieve(weights: dict[str, float], venue: Venue) -> list[Match]:
@@ -317,11 +332,11 @@ def _hours_answer(text: str, venue: Venue, settings: GroundingSettings, local: d
         return None
     question = hours.hours_question(text, local.date())
     if question is None and follow_up and context.previous_question:
+        # "And on Sunday?" after an hours question: the same question about another day.
         earlier = hours.hours_question(context.previous_question, local.date())
-        now_asked = hours.hours_question(f"{context.previous_question} {text}", local.date())
-        if earlier is not None and now_asked is not None and (now_asked.days or now_asked.at):
-            question = hours.HoursQuestion(earlier.aspect, now_asked.days,
-                                           now_asked.now, now_asked.at)
+        days, now, at = hours.when_asked(text, local.date())
+        if earlier is not None and (days or now or at is not None):
+            question = hours.HoursQuestion(earlier.aspect, days, now, at)
             text = f"{context.previous_question} {text}"
     if question is None:
         return None

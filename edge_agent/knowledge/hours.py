@@ -158,10 +158,7 @@ def hours_question(text: str, today: date) -> HoursQuestion | None:
     opens, closes = bool(found & _OPEN_WORDS), bool(found & _CLOSE_WORDS)
     if not (opens or closes or found & _HOURS_WORDS):
         return None
-    days = _days(said, today)
-    at = _time_of_day(said)
-    now = bool(found & _NOW_WORDS) or ("right" in found and "now" in found) or (
-        "moment" in found)
+    days, now, at = when_asked(text, today)
     first = said[0] if said else ""
     asks_when = "when" in found or ("what" in found and "time" in found) or "until" in found
     if found & _HOURS_WORDS and not asks_when and first not in _YES_NO_STARTS:
@@ -179,6 +176,16 @@ def hours_question(text: str, today: date) -> HoursQuestion | None:
     else:
         aspect = "hours"
     return HoursQuestion(aspect, days, now, at)
+
+
+def when_asked(text: str, today: date) -> tuple[tuple[date, ...], bool, int | None]:
+    """The days `text` names, whether it asks about now, and the time of day it names (see
+    `HoursQuestion`): "and on Sunday at 3?" asks about a day without asking about hours."""
+    said = words(text)
+    found = set(said)
+    now = bool(found & _NOW_WORDS) or ("right" in found and "now" in found) or (
+        "moment" in found)
+    return _days(said, today), now, _time_of_day(said)
 
 
 def _days(said: list[str], today: date) -> tuple[date, ...]:

@@ -150,7 +150,7 @@ def combine(sources: Sequence[Source]) -> Contents:
 
 # -- Markdown ---------------------------------------------------------------------------------
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_HEADING = re.compile(r"^(#{1,6})(?:\s+(.*?))?\s*#*\s*$")
 _KEYWORDS = re.compile(r"^(?:keywords|also called|also)\s*:\s*(.*)$", re.IGNORECASE)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(?=\S)(.+?)(?<=\S)\1")
@@ -184,7 +184,7 @@ def _read_markdown(text: str, path: str) -> Source:
         match = None if fence else _HEADING.match(stripped)
         if match is not None:
             close_section()
-            level, title = len(match.group(1)), _plain(match.group(2))
+            level, title = len(match.group(1)), _plain(match.group(2) or "")
             if not title:
                 raise ConfigError(path, f"line {number}", "a heading with no text")
             if len(title) > MAX_QUESTION_CHARS:

@@ -149,9 +149,14 @@ def terms(text: str, synonyms: Synonyms) -> list[str]:
     """The topic terms of `text`, in order (repeats kept): stems after synonyms, without
     function words, fillers, time words and numbers ("8:00", "22": a question's number is
     a time or a count, never what it is about)."""
+    return [t for t in term_sequence(text, synonyms) if t is not None]
+
+
+def term_sequence(text: str, synonyms: Synonyms) -> list[str | None]:
+    """`terms` in their places: None where a word is not a term (what stands next to what)."""
     stems = synonyms.apply([stem(w) for w in words(text)])
-    return [s for s in stems
-            if s not in _STOP_STEMS and len(s) > 1 and not any(c.isdigit() for c in s)]
+    return [s if s not in _STOP_STEMS and len(s) > 1 and not any(c.isdigit() for c in s)
+            else None for s in stems]
 
 
 @dataclass(frozen=True)
