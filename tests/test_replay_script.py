@@ -15,6 +15,7 @@ from edge_agent.engines.llm.scripted import ScriptedToolReply
 from edge_agent.events import (
     Event,
     EventLog,
+    KnowledgeUsed,
     LoggedEvent,
     PlaybackPaused,
     PlaybackStarted,
@@ -229,6 +230,18 @@ def test_units_without_a_request_are_reported() -> None:
               ev(PlaybackStarted(unit_id="u1"), 1.5), final("u1", "Hello.", at=2.0)]
     script = agent_script([], build_timeline(events, 3))
     assert script.replies == () and "turn 1: 1 unit(s)" in script.notes[0]
+
+
+def test_a_turn_the_knowledge_answered_is_said_again_by_the_script() -> None:
+    events = [ev(SessionStarted(session=1, how="speech"), 0.0),
+              ev(UserTurn(text="How much is a ticket?", words=()), 1.0),
+              ev(KnowledgeUsed(1, "direct", ("venue.toml:10",), 0.9, 0.3), 1.0),
+              ev(PlaybackStarted(unit_id="u1"), 1.5), final("u1", "14 euros.", at=2.0),
+              ev(UserTurn(text="Thanks.", words=()), 3.0),
+              ev(KnowledgeUsed(2, "chat"), 3.0),
+              ev(PlaybackStarted(unit_id="u2"), 3.5), final("u2", "You're welcome.", at=4.0)]
+    script = agent_script(_requests((2, 1)), build_timeline(events, 3))
+    assert script.replies == ("14 euros.", "You're welcome.") and script.notes == ()
 
 
 def test_recorded_tools_return_the_recorded_results_in_order_and_run_nothing() -> None:

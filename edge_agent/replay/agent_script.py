@@ -1,8 +1,9 @@
 """What the recorded agent said and did, to be said and done again in the replay.
 
 The replay isolates turn-taking and heard truth from the model: the language model is the
-scripted one, answering each request with what the recorded model generated for it, and tools
-return their recorded results (a replay never books a table twice). The session starts as it
+scripted one, answering each request with what the recorded model generated for it (and each
+turn the venue's knowledge answered itself with what it said), and tools return their recorded
+results (a replay never books a table twice). The session starts as it
 did (greeted at start-up, opened by speech or by the wake phrase) with the recorded greeting.
 
 Which request produced which unit is not written anywhere; it is worked out from the events:
@@ -25,6 +26,7 @@ from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.engines.llm.scripted import ScriptedReply, ScriptedToolReply
 from edge_agent.events import (
     Event,
+    KnowledgeUsed,
     Notice,
     PlaybackStarted,
     ReplyFailed,
@@ -35,6 +37,7 @@ from edge_agent.events import (
     UserTurn,
 )
 from edge_agent.heard.ledger import Finalize
+from edge_agent.knowledge.ground import SAID
 from edge_agent.memory.record import LlmRequestRecord
 from edge_agent.replay.timeline import TimedEvent, Timeline
 
@@ -96,7 +99,12 @@ def agent_script(requests: Sequence[LlmRequestRecord], timeline: Timeline) -> Ag
         tools.setdefault((runs[used.run_id], used.event.turn), []).append(
             ToolResult(call.name, call.arguments, used.event.result))
     answering = list(dict.fromkeys(runs[e.run_id] for e in timeline.of_type(UserTurn)))
-    replies = _replies(_with_runs(requests, answering), by_turn, tools, notes)
+    # A turn the venue's knowledge answered itself had no request: the scripted model (the
+    # replay has no knowledge) says its words in one hop.
+    knew = {((runs[e.run_id], e.event.turn), 1) for e in timeline.of_type(KnowledgeUsed)
+            if e.event.how in SAID}
+    hops = sorted({*_with_runs(requests, answering), *knew})
+    replies = _replies(hops, by_turn, tools, notes)
     for (run, number), units in sorted(by_turn.items()):
         notes.append(f"turn {number}{_of_run(run)}: {len(units)} unit(s) with no model request "
                      "to match; not said again")
