@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from edge_agent.errors import ConfigError
-from edge_agent.knowledge.sources import (
-    MAX_ANSWER_CHARS,
-    MAX_FILE_BYTES,
-    MAX_PASSAGE_CHARS,
-    combine,
-    read_source,
-)
+from edge_agent.knowledge.entries import MAX_ANSWER_CHARS, MAX_FILE_BYTES, MAX_PASSAGE_CHARS
+from edge_agent.knowledge.sources import combine, read_source
 
 
 def _file(tmp_path: Path, name: str, text: str) -> Path:

@@ -315,3 +315,17 @@ def test_the_venue_database_is_allowed_beside_the_lan_server(tmp_path: Path) -> 
                                  resolve=lambda _: []), False, lambda line: None) >= 1
     text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
     assert "\nIPAddressAllow=10.0.0.6\n" in text and "\nPrivateNetwork=no\n" in text
+
+
+def test_knowledge_files_in_a_home_directory_are_bound_in_read_only(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    config = tmp_path / "etc/edge-agent/edge-agent.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "\nfiles = []\n", '\nfiles = ["/home/kiosk/venue/museum.md", "venue/faq.csv"]\n'),
+        encoding="utf-8")
+    assert run_plan(install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[]), False,
+                    lambda line: None) >= 1
+    text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
+    # The one under /home is made visible (read-only); the one beside the config is readable.
+    assert "\nProtectHome=tmpfs\nBindReadOnlyPaths=/home/kiosk/venue\n" in text

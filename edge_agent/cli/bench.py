@@ -376,7 +376,9 @@ def _lan(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]
 
 def _knowledge(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from edge_agent.bench.knowledge import QUESTIONS, run_knowledge, table
+    from edge_agent.engines.tts import make_voice_repeatable
 
+    make_voice_repeatable()  # the same questions as the same audio in every run
     bench = _workbench(config)
     local = bench.llm()
     if local is not None and config.llm.server:

@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,16 +84,20 @@ def _systemctl_says(layout: Layout, runner: Runner, *query: str) -> bool:
 def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | None = None,
                  bind: Sequence[Path] | None = None, resolve: Resolve | None = None) -> Plan:
     """`executable` (the command that starts edge-agent) and `bind` (directories to bind in
-    read-only) default to this installation's (`find_executable`, `read_only_paths`). The unit
+    read-only) default to this installation's (`find_executable`, `read_only_paths`); the
+    directories of the installed config's knowledge files are bound in too. The unit
     reaches the network only when the installed config names servers on the LAN, and then only
     their addresses (`resolve`: how a host name is looked up, default the system's)."""
     executable = list(executable) if executable is not None else find_executable()
-    bind = list(bind) if bind is not None else read_only_paths()
     sysusers = WriteFile(layout.sysusers, template("systemd/edge-agent.sysusers"), 0o644)
     config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
     installed = config_dir / "edge-agent.toml"
-    allow = (network_allowance(lan_hosts(load_config(installed)), resolve,
-                               layout.host("/etc/resolv.conf")) if installed.is_file() else [])
+    settings = load_config(installed) if installed.is_file() else None
+    allow = (network_allowance(lan_hosts(settings), resolve, layout.host("/etc/resolv.conf"))
+             if settings is not None else [])
+    # The venue's knowledge files are read where the config names them, a home directory too.
+    reading = [f.resolve().parent for f in settings.knowledge_files] if settings else []
+    bind = under_home([*(bind if bind is not None else read_only_paths()), *reading])
     unit_text = render_unit(template(f"systemd/{SERVICE}"), executable, bind, allow)
     unit = WriteFile(layout.unit, unit_text, 0o644, detail="; ".join(
         line for line in unit_text.splitlines()
@@ -191,10 +195,14 @@ def read_only_paths() -> list[Path]:
     ProtectHome=): the virtual environment, the interpreter it came from, an editable checkout.
     Outermost first, no path inside another."""
     package_root = Path(edge_agent.__file__).resolve().parent.parent
-    candidates = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package_root}
-    under_home = sorted(p for p in candidates if any(p.is_relative_to(h) for h in HOME_DIRS))
+    return under_home([Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package_root])
+
+
+def under_home(paths: Iterable[Path]) -> list[Path]:
+    """Those of `paths` under /home, /root or /run/user, outermost first, none inside another."""
+    found = sorted({p for p in paths if any(p.is_relative_to(h) for h in HOME_DIRS)})
     kept: list[Path] = []
-    for path in under_home:
+    for path in found:
         if not any(path.is_relative_to(k) for k in kept):
             kept.append(path)
     return kept

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from edge_agent.knowledge.entries import FAQ, Entry
 from edge_agent.knowledge.ground import agree
 from edge_agent.knowledge.live import VenueKnowledge
-from edge_agent.knowledge.sources import FAQ, Entry
 from edge_agent.knowledge.text import words
 
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from edge_agent.knowledge import hours
 from edge_agent.knowledge.asking import turn_kind
+from edge_agent.knowledge.entries import FACT, FAQ, SECTION, Entry
 from edge_agent.knowledge.index import KnowledgeIndex, Stored
-from edge_agent.knowledge.sources import FACT, FAQ, SECTION, Entry
 from edge_agent.knowledge.text import Synonyms, Vocabulary, term_sequence, terms, words
 
 ANSWER_SHARE = 0.75
@@ -124,7 +124,7 @@ class Grounding:
     """The best entries, best first (those in `note`, or the one said)."""
     ms: float = 0.0
     """How long the lookup took."""
-    said: tuple[Entry, ...] = field(default=())
+    said: tuple[Entry, ...] = ()
     """The entries whose words `say` holds (a direct answer)."""
 
 
@@ -156,12 +156,7 @@ def ground(text: str, venue: Venue, settings: GroundingSettings, now: Callable[[
     """Decide how to answer `text` (see the module's steps)."""
     started = time.perf_counter()
     result = _decide(text, venue, settings, now, context)
-    return _timed(result, started)
-
-
-def _timed(result: Grounding, started: float) -> Grounding:
-    return Grounding(result.how, result.say, result.note, result.matches,
-                     round((time.perf_counter() - started) * 1000, 3), result.said)
+    return replace(result, ms=round((time.perf_counter() - started) * 1000, 3))
 
 
 def _decide(text: str, venue: Venue, settings: GroundingSettings, now: Callable[[], datetime],
@@ -177,10 +172,6 @@ def _decide(text: str, venue: Venue, settings: GroundingSettings, now: Callable[
     asked = [t for t in sequence if t is not None]
     if asked and set(asked) <= settings.model_topics:
         return Grounding("chat")
-    # A turn that names something is about the venue unless it answers the agent ("I can rent
-    # a bike here" is answered from the knowledge or not at all, never by the model's guess);
-    # one that names nothing ("what is it?") is the model's to answer.
-    question = bool(asked) and (kind.question or not context.agent_asked)
     weights = _weights(sequence, venue.vocabulary)
     if kind.follow_up and context.previous_question:
         for term in terms(context.previous_question, venue.synonyms):
@@ -194,7 +185,10 @@ def _decide(text: str, venue: Venue, settings: GroundingSettings, now: Callable[
     if relevant:
         chosen, note = _note(relevant[:settings.passages], settings.prompt_tokens)
         return Grounding("model", note=note, matches=chosen)
-    if question and not (set(asked) & settings.model_topics):
+    # What names something (not an answer to the agent: see above) is about the venue: "I can
+    # rent a bike here" is answered from the knowledge or not at all, never by the model's
+    # guess; what names nothing ("what is it?") is the model's to answer.
+    if asked and not (set(asked) & settings.model_topics):
         return Grounding("fallback", settings.fallback, matches=tuple(matches[:3]))
     return Grounding("chat", matches=tuple(matches[:3]))
 

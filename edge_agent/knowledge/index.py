@@ -27,7 +27,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from edge_agent.knowledge.sources import Entry
+from edge_agent.knowledge.entries import Entry
 from edge_agent.knowledge.text import Synonyms, Vocabulary, terms
 from edge_agent.memory.schema import KnowledgeFileRow, KnowledgeRow, migrate
 from edge_agent.memory.store import MemoryStore

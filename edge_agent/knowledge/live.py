@@ -19,6 +19,7 @@ from typing import Protocol
 
 from edge_agent.errors import ConfigError
 from edge_agent.files import read_capped
+from edge_agent.knowledge.entries import MAX_FILE_BYTES, Contents, Source
 from edge_agent.knowledge.ground import (
     Context,
     Grounding,
@@ -29,13 +30,7 @@ from edge_agent.knowledge.ground import (
     matches_for,
 )
 from edge_agent.knowledge.index import Fingerprint, KnowledgeIndex, fingerprint, vocabulary_of
-from edge_agent.knowledge.sources import (
-    MAX_FILE_BYTES,
-    Contents,
-    Source,
-    combine,
-    read_source,
-)
+from edge_agent.knowledge.sources import combine, read_source
 from edge_agent.knowledge.text import BUILT_IN_SYNONYMS, Synonyms, words
 
 Wall = Callable[[], datetime]
