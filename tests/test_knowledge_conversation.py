@@ -22,17 +22,21 @@ from tests.timeline import Harness, stop
 MODEL = "A reply from the model."
 
 
+async def _two_turns(h: Harness) -> None:
+    """The caller says two things, each once the agent has answered the one before."""
+    task = await h.start()
+    for answered in (1, 2):
+        h.mic.say(speech(0.6))
+        await h.run_until(lambda answered=answered: len(h.events(UnitFinalized)) == answered)
+    await stop(task)
+
+
 async def test_a_direct_answer_is_a_unit_with_no_model_call(tmp_path: Path) -> None:
     knowledge = _knowledge(_venue(tmp_path))
     h = Harness(transcripts=["how much is an adult ticket", "hello"], replies=[MODEL],
                 partials=["how much is an adult ticket", "hello"], greeting="",
                 knowledge=knowledge, db_path=tmp_path / "memory.db")
-    task = await h.start()
-    h.mic.say(speech(0.6))
-    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
-    h.mic.say(speech(0.6))
-    await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)
-    await stop(task)
+    await _two_turns(h)
     said, chat = (e.finalize for e in h.events(UnitFinalized))  # type: ignore[attr-defined]
     assert said.generated == said.heard == "An adult ticket costs 14 euros."
     # The knowledge answered the first turn itself: no request, no model stages; the model
@@ -99,12 +103,7 @@ async def test_the_model_gets_the_entries_before_the_words_and_history_stays_cle
     knowledge = _knowledge(_venue(tmp_path), direct="off")
     h = Harness(transcripts=["where can i park", "thanks"], replies=[MODEL, "Bye."],
                 greeting="", knowledge=knowledge)
-    task = await h.start()
-    h.mic.say(speech(0.6))
-    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
-    h.mic.say(speech(0.6))
-    await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)
-    await stop(task)
+    await _two_turns(h)
     first, second = h.llm.requests
     asked = first[-1]["content"]
     assert asked.startswith(NOTE_HEADER + "\n- Parking: There is no car park")

@@ -7,13 +7,13 @@ playback ends, or, on a barge-in, where the device's played position leaves it
 (`conversation.playback`).
 
 A reply may start from a `PreparedReply` (its first hop requested and its first piece
-synthesized while the user's silence was still running).
+synthesized while the user's silence was still running). The model's requests and its
+prewarming go through `conversation.model`.
 
 With the venue's knowledge (`knowledge`), each turn is looked up first (on its own thread):
 an answer the knowledge gives itself (an entry's answer, the opening hours, the fallback line
 for a question it does not cover) is said as a unit of its own with no model call; otherwise
-the model answers, with the entries that match placed before the caller's words. The model's requests and its
-prewarming go through `conversation.model`.
+the model answers, with the entries that match placed before the caller's words.
 
 An engine failing mid-reply (the model, the voice, a tool) ends that reply, not the loop: what
 was already queued plays out and is recorded as heard, the rest is dropped, and the fallback
@@ -182,8 +182,9 @@ class Responder:
 
     def close(self) -> None:
         self._model.close()
-        for thread in (self._tts_thread, self._tools_thread):
-            thread.close()
+        for thread in (self._tts_thread, self._tools_thread, self._knowledge_thread):
+            if thread is not None:
+                thread.close()
 
     def _check_reply(self, reply: asyncio.Task[None]) -> None:
         if not reply.cancelled() and reply.exception() is not None:
