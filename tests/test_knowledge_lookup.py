@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
 
 from edge_agent.app import grounding_settings
 from edge_agent.config import Config
@@ -260,4 +262,26 @@ def test_the_index_finds_the_answer_among_ten_thousand_passages(tmp_path: Path) 
         assert knowledge.ground("Are pets allowed inside?").say.startswith("Dogs are not")
         assert knowledge.ground("How much is a guided tour?").how == "direct"
     finally:
+        knowledge.close()
+
+
+def test_an_index_that_cannot_be_written_now_is_tried_again(tmp_path: Path) -> None:
+    files = _venue(tmp_path)
+    database = tmp_path / "memory.db"
+    MemoryStore.open(database).close()
+    connection = sqlite3.connect(database, timeout=0.1, isolation_level=None,
+                                 check_same_thread=False)
+    knowledge = _knowledge(files, KnowledgeIndex(Database(connection)))
+    other = sqlite3.connect(database, isolation_level=None)
+    try:
+        _touch(files[1], MARKDOWN.replace("3 euros an hour", "4 euros an hour"))
+        other.execute("BEGIN EXCLUSIVE")  # another writer holds the database
+        (error,) = knowledge.refresh().errors
+        assert error.startswith("the knowledge index could not be updated (OperationalError")
+        assert "3 euros an hour" in knowledge.ground("Where can I park?").say
+        other.execute("COMMIT")
+        assert knowledge.refresh().indexed == (str(files[1]),)
+        assert "4 euros an hour" in knowledge.ground("Where can I park?").say
+    finally:
+        other.close()
         knowledge.close()

@@ -10,7 +10,7 @@ typo never mutes a kiosk.
 
 from __future__ import annotations
 
-import time
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,18 +73,14 @@ class VenueKnowledge:
         """Each file's (size, mtime_ns) when it was last read, good or not."""
         self._venue: Venue | None = None
         self.knowledge = Contents()
-        self.load_ms = 0.0
 
     def load(self) -> Refreshed:
         """Read every file (ConfigError naming the file and line for the first that cannot be
         read) and index what changed since the database last indexed it."""
-        started = time.perf_counter()
         read = {path: self._read(path) for path in self.files}
         combine([source for source, _ in read.values()])  # refused before anything is kept
         self._adopt(read)
-        result = self._index()
-        self.load_ms = (time.perf_counter() - started) * 1000
-        return result
+        return self._index()
 
     def refresh(self) -> Refreshed:
         """Read again the files whose size or time changed; index those whose content did.
@@ -111,8 +107,17 @@ class VenueKnowledge:
             combine([sources[p] for p in self.files if p in sources])
         except ConfigError as exc:
             return Refreshed(errors=(*errors, f"{exc}; answering from what it held before"))
+        before = dict(self._sources), dict(self._fingerprints)
         self._adopt(changed)
-        return Refreshed(self._index().indexed, tuple(errors))
+        try:
+            return Refreshed(self._index().indexed, tuple(errors))
+        except sqlite3.Error as exc:  # the database is busy or full: tried again next time
+            self._sources, self._fingerprints = before
+            for path in changed:
+                self._seen.pop(path, None)
+            return Refreshed(errors=(*errors, f"the knowledge index could not be updated "
+                                     f"({type(exc).__name__}: {exc}); answering from what it "
+                                     "held before, trying again"))
 
     def ground(self, text: str, context: Context | None = None) -> Grounding:
         """How to answer `text` (see `knowledge.ground`)."""
