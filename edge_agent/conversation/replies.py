@@ -204,7 +204,13 @@ class Responder:
         indexed again, or could not be read, is a Notice."""
         if self._knowledge is None or self._knowledge_thread is None:
             return
-        refreshed = await self._knowledge_thread.call(self._knowledge.refresh)
+        try:
+            refreshed = await self._knowledge_thread.call(self._knowledge.refresh)
+        except Exception as exc:  # the upkeep goes on (checkpoints): the old entries answer
+            self._log.publish(Notice(f"knowledge: reading the files again failed "
+                                     f"({type(exc).__name__}: {exc}); answering from what it "
+                                     "held before"))
+            return
         for path in refreshed.indexed:
             self._log.publish(Notice(f"knowledge: {path} changed; indexed again"))
         for error in refreshed.errors:
