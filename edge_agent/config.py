@@ -138,6 +138,10 @@ class LlmConfig:
     server_key_file: str = ""
     """A file whose first line is the server's API key ("": $EDGE_AGENT_LLM_API_KEY, if set).
     The key is never written to a log or a record."""
+    server_tools: str = "auto"
+    """How tools are asked of the server: "native" (the chat API's own tool calling: `tools`,
+    `tool_calls`), "json" (the kiosk's JSON reply format, by schema: for a server that takes
+    `tools` but never calls them) or "auto" (native, unless the server refuses it; then json)."""
     server_ca_file: str = ""
     """For an https:// server with a private certificate authority: its CA certificate(s),
     PEM ("": the system's)."""

@@ -33,6 +33,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "session.start": ("immediate", "speech", "wake"),
     "log.level": ("debug", "info", "warning", "error"),
     "knowledge.direct": ("all", "faq", "off"),
+    "llm.server_tools": ("auto", "native", "json"),
     "knowledge.clock": ("12h", "24h"),
 }
 _SILENCE = Bounds(64, 10000, advised=(150, 3000),

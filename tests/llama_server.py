@@ -25,10 +25,14 @@ class LlamaServer:
     """The server on `model` at `url`; `start()` and `stop()` it (a kill, as a crash or a
     pulled cable looks to the kiosk). Its output goes to `log` (never an undrained pipe)."""
 
-    def __init__(self, model: Path, log: Path, port: int | None = None) -> None:
+    def __init__(self, model: Path, log: Path, port: int | None = None,
+                 chat_format: str = "") -> None:
         self.model = model
         self.log = log
         self.port = port or free_port()
+        self.chat_format = chat_format
+        """llama-cpp-python's chat format ("chatml-function-calling": tool calls the chat API's
+        way); "" for the model's own template."""
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -46,7 +50,8 @@ class LlamaServer:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model),
                  "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
-                 "--n_threads", "1", "--interrupt_requests", "false", "--verbose", "false"],
+                 "--n_threads", "1", "--interrupt_requests", "false", "--verbose", "false",
+                 *(["--chat_format", self.chat_format] if self.chat_format else [])],
                 stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + READY_S
         while not self._answers():

@@ -44,7 +44,7 @@ from edge_agent.memory.store import MemoryStore
 from edge_agent.models.catalog import load_catalog
 from tests.cli import write_config
 from tests.llama_server import free_port
-from tests.sse_server import ScriptedChatServer, piece, sse
+from tests.sse_server import ScriptedChatServer, http_error, piece, sse
 from tests.test_knowledge_lookup import _venue as _knowledge_venue
 
 REPO = Path(__file__).resolve().parent.parent
@@ -548,3 +548,25 @@ def test_the_knowledge_files_are_read_without_touching_the_database(
     _run(None, _args(config=config))
     broken = _lines(capsys.readouterr().out)["knowledge"]
     assert broken.startswith(f"FAIL  knowledge      {files[2]}: line 3: 3 cells"), broken
+
+
+def test_the_lan_server_is_asked_how_it_takes_tools(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None) -> None:
+    ping = {"choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+        {"index": 0, "id": "p1", "type": "function",
+         "function": {"name": "ping", "arguments": "{}"}}]}}]}
+    refused = http_error(500, "Internal Server Error", "tools param requires --jinja flag")
+    json_call = sse(piece('{"tool": "ping", "arguments": {}}'))
+    lines = []
+    for answers in ([sse(piece("OK")), sse(ping)], [sse(piece("OK")), refused, json_call],
+                    [sse(piece("OK")), sse(piece("Pong."))]):
+        with ScriptedChatServer(answers) as server:
+            config = write_config(tmp_path, f'[llm]\nserver = "{server.url}"\n'
+                                  '[tools]\nenabled = ["book_table"]\n', data_dir=tmp_path)
+            _run(None, _args(config=config))
+            lines.append(_lines(capsys.readouterr().out)["llm server"])
+    native, json_form, words = lines
+    assert native.startswith("ok ") and "tools: native (it called the test tool)" in native
+    assert json_form.startswith("ok ") and "tools: json (it called the test tool)" in json_form
+    assert words.startswith("warn ") and "answered in words" in words
+    assert 'server_tools = "json"' in words

@@ -4,9 +4,11 @@ server on 127.0.0.1 (real sockets, real HTTP, scripted answers; no model)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,12 @@ from edge_agent.clock import VirtualClock
 from edge_agent.config_file import load_config
 from edge_agent.engines.base import ToolCall, ToolSpec
 from edge_agent.engines.llm.fallback import RETRY_S, FallbackLanguageModel
-from edge_agent.engines.llm.server import ServerLanguageModel, ServerUnavailable, read_api_key
+from edge_agent.engines.llm.server import (
+    MAX_CALL_CHARS,
+    ServerLanguageModel,
+    ServerUnavailable,
+    read_api_key,
+)
 from edge_agent.errors import ConfigError, EngineError
 from edge_agent.lan import API_KEY_VARIABLE, parse_server_url
 from tests.cli import edge_agent, write_config
@@ -60,7 +67,7 @@ def test_with_tools_the_json_reply_is_asked_for_by_schema_and_read_as_a_call() -
     call = '{"tool": "book_table", "arguments": {"people": 4}}'
     with ScriptedChatServer([sse(*(piece(part) for part in (call[:9], call[9:30], call[30:])))
                              ]) as server:
-        items = list(client(server.url).stream(HELLO, [BOOK]))
+        items = list(client(server.url, tools="json").stream(HELLO, [BOOK]))
     calls = [item for item in items if isinstance(item, ToolCall)]
     assert [(c.name, c.arguments) for c in calls] == [("book_table", '{"people": 4}')]
     assert all(item == "" for item in items if not isinstance(item, ToolCall))
@@ -68,6 +75,108 @@ def test_with_tools_the_json_reply_is_asked_for_by_schema_and_read_as_a_call() -
     assert form["type"] == "json_object" and "anyOf" in form["schema"]
     # The tool instruction is in the system message, as for the on-device model.
     assert "book_table" in server.requests[0]["messages"][0]["content"]
+
+
+def calling(*parts: str, call_id: str = "call_7", index: int = 0, name: str = "book_table"
+            ) -> list[dict[str, Any]]:
+    """`tool_calls` deltas: the id and name first, then the arguments in `parts`."""
+    first = {"index": index, "id": call_id, "type": "function",
+             "function": {"name": name, "arguments": ""}}
+    return [_delta({"tool_calls": [first]}),
+            *(_delta({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+              for part in parts)]
+
+
+def _delta(delta: dict[str, Any]) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+def test_tools_go_the_apis_own_way_and_calls_come_back_from_their_deltas() -> None:
+    answer = sse(piece("Let me book that."),
+                 *calling('{"peo', 'ple": 4}'),
+                 *calling("{}", call_id="call_8", index=1, name="cancel"), finish="tool_calls")
+    history = [*HELLO,
+               {"role": "assistant", "content": "", "tool_calls": [
+                   {"id": "c0", "type": "function",
+                    "function": {"name": "book_table", "arguments": '{"people": 2}'}}]},
+               {"role": "tool", "tool_call_id": "c0", "content": "booked: B1"}]
+    with ScriptedChatServer([answer, sse(piece("Done."))]) as server:
+        model = client(server.url)
+        said: list[str] = []
+        model.announce_to(said.append)
+        items = list(model.stream(history, [BOOK]))
+        assert list(model.stream(HELLO, [BOOK])) == ["Done."]
+    assert items == ["Let me book that.", ToolCall("call_7", "book_table", '{"people": 4}'),
+                     ToolCall("call_8", "cancel", "{}")]
+    request = server.requests[0]
+    assert request["tools"] == [BOOK] and request["tool_choice"] == "auto"
+    assert request["messages"] == history  # calls and results as the API has them
+    assert "response_format" not in request
+    assert model.tools_mode == "native" and len(said) == 1
+    assert "tools through its own tool calling" in said[0]
+
+
+def test_a_server_that_refuses_tools_is_asked_in_the_json_form_from_then_on() -> None:
+    refusal = http_error(500, "Internal Server Error", "tools param requires --jinja flag")
+    with ScriptedChatServer([refusal, sse(piece('{"say": "We open at 9."}')),
+                             sse(piece('{"say": "Yes."}'))]) as server:
+        model = client(server.url)
+        said: list[str] = []
+        model.announce_to(said.append)
+        assert "".join(p for p in model.stream(HELLO, [BOOK]) if isinstance(p, str)) == (
+            "We open at 9.")
+        assert "".join(p for p in model.stream(HELLO, [BOOK]) if isinstance(p, str)) == "Yes."
+    first, retried, then = server.requests
+    assert "tools" in first and "tools" not in retried and "tools" not in then
+    assert retried["response_format"]["type"] == "json_object"
+    assert model.tools_mode == "json" and len(said) == 1
+    assert "the JSON reply format" in said[0] and "tools param requires --jinja" in said[0]
+    # Told to speak natively, a refusal is the server being unusable: the device answers.
+    with ScriptedChatServer([refusal]) as server, pytest.raises(ServerUnavailable):
+        list(client(server.url, tools="native").stream(HELLO, [BOOK]))
+
+
+def test_a_server_that_cannot_stream_tool_calls_gives_them_whole() -> None:
+    body = json.dumps({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None, "tool_calls": [
+            {"id": "c9", "type": "function",
+             "function": {"name": "book_table", "arguments": '{"people": 4}'}}]}}]})
+    whole = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+             f"{len(body)}\r\nConnection: close\r\n\r\n{body}").encode()
+    broken = sse(done=False, finish=None)  # llama_cpp.server: "Automatic streaming tool
+    with ScriptedChatServer([broken, whole, whole]) as server:  # choice is not supported"
+        model = client(server.url)
+        said: list[str] = []
+        model.announce_to(said.append)
+        for _ in range(2):
+            assert list(model.stream(HELLO, [BOOK])) == [
+                ToolCall("c9", "book_table", '{"people": 4}')]
+    streamed, first, second = server.requests
+    assert streamed["stream"] is True and first["stream"] is False and second["stream"] is False
+    assert model.tools_mode == "native" and len(said) == 2
+    assert "cannot stream tool calls" in said[0] and "its own tool calling" in said[1]
+
+
+def test_plain_text_where_json_was_asked_for_is_spoken_not_dropped() -> None:
+    with ScriptedChatServer([sse(piece("Sure, we are"), piece(" open until nine tonight.")),
+                             sse(piece("Yes."))]) as server:
+        model = client(server.url, tools="json")
+        said: list[str] = []
+        model.announce_to(said.append)
+        assert list(model.stream(HELLO, [BOOK])) == ["Sure, we are", " open until nine tonight."]
+        assert list(model.stream(HELLO, [BOOK])) == ["Yes."]
+    assert len(said) == 1 and "answered in its own words" in said[0]
+    # JSON of the server's own shape: its words are spoken, nothing is called.
+    with ScriptedChatServer([sse(piece('{"answer": "We open'), piece(' at nine."}'))]) as server:
+        assert list(client(server.url, tools="json").stream(HELLO, [BOOK])) == [
+            "", "", "We open at nine."]
+
+
+def test_a_calls_arguments_are_bounded() -> None:
+    huge = "x" * (MAX_CALL_CHARS + 5000)
+    with ScriptedChatServer([sse(*calling('{"people": "', huge, '"}'))]) as server:
+        (call,) = list(client(server.url, tools="native").stream(HELLO, [BOOK]))
+    assert isinstance(call, ToolCall) and len(call.arguments) == MAX_CALL_CHARS
 
 
 @pytest.mark.parametrize(("answer", "reason"), [

@@ -74,10 +74,10 @@ def test_the_server_answers_and_a_killed_server_is_replaced_by_the_device_until_
     assert model.answered_by == "server" and "answers again" in said[1] and len(said) == 2
 
 
-def test_tools_through_the_server_give_a_call_the_toolbox_accepts(
+def test_tools_in_the_json_form_give_a_call_the_toolbox_accepts(
         server: LlamaServer, tmp_path: Path) -> None:
     box = load_tools(["book_table"], tmp_path / "b.db", "x")
-    items = list(client(server, max_tokens=80).stream(
+    items = list(client(server, max_tokens=80, tools="json").stream(
         [{"role": "system", "content": "You book tables. Use the tool to book."},
          {"role": "user", "content": "Book a table for 4 people at 7 PM."}], box.specs()))
     calls = [item for item in items if isinstance(item, ToolCall)]
@@ -87,6 +87,52 @@ def test_tools_through_the_server_give_a_call_the_toolbox_accepts(
     assert not any(c in text for c in '{}"')
     for call in calls:
         assert not box.run(call).startswith("error:"), call
+
+
+@pytest.fixture(scope="module")
+def calling_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[LlamaServer]:
+    """llama_cpp.server with a function-calling chat format: the chat API's own tool calls."""
+    running = LlamaServer(smollm2_path, tmp_path_factory.mktemp("calling") / "server.log",
+                          chat_format="chatml-function-calling").start()
+    yield running
+    running.stop()
+
+
+BOOKING: list[ChatMessage] = [
+    {"role": "system", "content": "You book tables. Use the tool to book."},
+    {"role": "user", "content": "Book a table for 4 people at 7 PM."}]
+
+
+@pytest.mark.parametrize("mode", ["native", "auto", "json"])
+def test_tools_through_a_function_calling_server_either_way(
+        calling_server: LlamaServer, tmp_path: Path, mode: str) -> None:
+    box = load_tools(["book_table"], tmp_path / "b.db", "x")
+    model = client(calling_server, max_tokens=80, tools=mode)
+    said: list[str] = []
+    model.announce_to(said.append)
+    for _ in range(2):  # the second request goes the way the first one settled
+        calls = [i for i in model.stream(BOOKING, box.specs()) if isinstance(i, ToolCall)]
+        assert [c.name for c in calls] == ["book_table"]
+        assert box.run(calls[0]).startswith("booked: a table for 4 people"), calls[0]
+    # Its streamed tool calling fails ("Automatic streaming tool choice is not supported"):
+    # natively, the replies with tools come whole, said once; the JSON form streams.
+    if mode == "json":
+        assert said == [] and calls[0].call_id.startswith("call-")
+    else:
+        assert model.tools_mode == "native" and calls[0].call_id.startswith("call__0_book_table")
+        assert len(said) == (2 if mode == "auto" else 1)
+        assert "cannot stream tool calls" in said[0]
+
+
+def test_a_server_that_ignores_tools_is_still_heard(server: LlamaServer, tmp_path: Path) -> None:
+    """llama_cpp.server with the model's own template takes `tools` and never calls them:
+    its words are spoken (doctor warns: such a server wants server_tools = "json")."""
+    box = load_tools(["book_table"], tmp_path / "b.db", "x")
+    model = client(server, max_tokens=40)
+    items = list(model.stream(BOOKING, box.specs()))
+    assert text_of(iter(items)).strip() and not any(isinstance(i, ToolCall) for i in items)
+    assert model.tools_mode == "auto"
 
 
 CALL = """

@@ -127,7 +127,7 @@ def lan_server(config: Config, *, timeout_s: float | None = None,
         max_tokens=llm.max_tokens if max_tokens is None else max_tokens,
         temperature=llm.temperature, seed=llm.seed, model=llm.server_model,
         slot=llm.server_slot, api_key=read_api_key(llm.server_key_file, config.source),
-        ca_file=llm.server_ca_file)
+        ca_file=llm.server_ca_file, tools=llm.server_tools)
 
 
 @contextlib.contextmanager

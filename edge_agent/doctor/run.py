@@ -20,7 +20,6 @@ import platform
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from edge_agent import __version__
 from edge_agent.child_probe import python_child_env, run_child
 from edge_agent.config import Config
 from edge_agent.config_file import SEARCH_PATHS, load_config
+from edge_agent.doctor import venue
 from edge_agent.doctor.report import (
     FULL_DISK,
     GB,
@@ -73,11 +73,11 @@ def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
               Group(lambda _: ("cpu", "ram", "disk"), _machine, 30),
               _single("memory db", lambda c: database_line(c.config.db_path, c.quick), 600),
               _single("echo cancel", lambda c: _echo_cancel_line(c.config), 30),
-              _single("llm server", lambda c: _llm_server_line(c.config), 60,
+              _single("llm server", lambda c: venue.llm_server_line(c.config), 60,
                       applies=lambda c: bool(c.config.llm.server)),
-              _single("venue store", lambda c: _venue_store_line(c.config), 60,
+              _single("venue store", lambda c: venue.venue_store_line(c.config), 60,
                       applies=lambda c: bool(c.config.sync.url)),
-              _single("knowledge", lambda c: _knowledge_line(c.config), 120,
+              _single("knowledge", lambda c: venue.knowledge_line(c.config), 120,
                       applies=lambda c: bool(c.config.knowledge.files)),
               Group(doctor_checks.audio_names, doctor_checks.audio, 90),
               Group(doctor_checks.model_names, doctor_checks.models, 900))
@@ -239,86 +239,6 @@ def _echo_cancel_line(config: Config) -> CheckRecord:
                      "--force-reinstall livekit)")
     return check("echo cancel", "ok", f"webrtc-aec3 (livekit {result['livekit']}), "
                  f"{config.audio.echo_cancel}")
-
-
-def _llm_server_line(config: Config) -> CheckRecord:
-    """The LAN server `[llm] server` names, asked for one word: how long its first word takes
-    against `server_timeout_ms` (past it, the kiosk answers on-device)."""
-    from edge_agent.app import lan_server
-    from edge_agent.engines.llm.server import ServerUnavailable
-
-    llm = config.llm
-    server = lan_server(config, timeout_s=30.0, max_tokens=4)
-    address = server.address
-    began = time.monotonic()
-    try:
-        with contextlib.closing(server.stream([{"role": "user", "content": "Say OK."}])) as pieces:
-            next(pieces)
-    except ServerUnavailable as exc:
-        return check("llm server", "warn", f"{exc}: replies come from the on-device model",
-                     "start the server, or check [llm] server (its address and port) and the "
-                     "network between them")
-    took_ms = (time.monotonic() - began) * 1000
-    if took_ms > llm.server_timeout_ms:
-        return check("llm server", "warn", f"{address.shown}: first word in {took_ms:.0f} ms, "
-                     f"more than llm.server_timeout_ms ({llm.server_timeout_ms}): replies "
-                     "come from the on-device model", "raise llm.server_timeout_ms, or give the "
-                     "server a faster model or fewer kiosks")
-    return check("llm server", "ok", f"{address.shown}: first word in {took_ms:.0f} ms "
-                 f"(llm.server_timeout_ms {llm.server_timeout_ms})")
-
-
-def _knowledge_line(config: Config) -> CheckRecord:
-    """The venue's knowledge files read and indexed in this process (the database is not
-    touched), with what `knowledge check` would warn about."""
-    from edge_agent.app import open_knowledge
-    from edge_agent.errors import ConfigError
-    from edge_agent.knowledge.check import findings
-
-    try:
-        knowledge = open_knowledge(config, None)
-    except ConfigError as exc:
-        return check("knowledge", "FAIL", str(exc), "correct the file (`edge-agent knowledge "
-                     "check FILE` reads it alone); the agent will not start with it")
-    assert knowledge is not None  # files are named
-    try:
-        contents, found = knowledge.knowledge, findings(knowledge)
-    finally:
-        knowledge.close()
-    detail = (f"{len(contents.files)} file(s), {len(contents.entries)} entries, "
-              f"{'opening hours' if contents.schedules else 'no opening hours'}")
-    if found:
-        return check("knowledge", "warn", f"{detail}; {len(found)} warning(s), the first: "
-                     f"{found[0].text}", "see `edge-agent knowledge check` on the files")
-    return check("knowledge", "ok", detail)
-
-
-def _venue_store_line(config: Config) -> CheckRecord:
-    """The venue's PostgreSQL `[sync] url` names: reached with the configured credentials, its
-    schema readable by this edge-agent, and how much waits in the kiosk's queue. Nothing is
-    changed there. A warning, not a failure: the kiosk works and queues without it."""
-    from edge_agent.app import sync_credentials
-    from edge_agent.errors import StoreError, SyncError
-    from edge_agent.sync import central
-    from edge_agent.sync.status import status_record
-
-    credentials = sync_credentials(config)
-    began = time.monotonic()
-    try:
-        version = central.probe(credentials)
-    except SyncError as exc:
-        return check("venue store", "warn", f"{exc.where}: {exc.reason}; changes are queued on "
-                     "the kiosk meanwhile", exc.fix)
-    took_ms = (time.monotonic() - began) * 1000
-    queued = ""
-    with contextlib.suppress(StoreError):  # no database yet: nothing queued
-        record = status_record(config)
-        queued = (f"; {record['waiting']} row(s) queued here, last sent "
-                  f"{record['last_success_at'] or 'never'}")
-    tables = (f"schema {version}" if version
-              else "no edge-agent tables yet (the first sync makes them)")
-    return check("venue store", "ok", f"{credentials.address.shown} as kiosk "
-                 f"{credentials.kiosk_id}: answered in {took_ms:.0f} ms, {tables}{queued}")
 
 
 def _running_note(path: Path) -> str:

@@ -55,8 +55,9 @@ class FallbackLanguageModel:
 
     def announce_to(self, sink: Callable[[str], None]) -> None:
         """Tell each change to `sink` (called on the model's owner thread: it must be safe to
-        call from there)."""
+        call from there), and what the server's client chooses or notices."""
         self._announce = sink
+        self.server.announce_to(sink)
 
     @property
     def on_server(self) -> bool:
