@@ -156,10 +156,10 @@ class ServerLanguageModel:
         (llama_cpp.server: "Automatic streaming tool choice is not supported"), the whole reply
         at once, from then on."""
         extra = {"tools": list(tools), "tool_choice": "auto"}
+        failed = ""
         if self._stream_tools:
             try:
-                pieces = self._pieces(self._body(messages, extra))
-                for piece in pieces:
+                for piece in self._pieces(self._body(messages, extra)):
                     if isinstance(piece, ToolCall):
                         self._decide("native", "it made a tool call")
                     yield piece
@@ -167,13 +167,12 @@ class ServerLanguageModel:
             except _Refused as refused:
                 if not refused.streamed:
                     raise  # tools refused outright: not asked for unstreamed either
-                streamed = refused.reason
-            self._stream_tools = False  # only if the whole reply comes (else: _Refused)
-            items = self._whole(self._body(messages, {**extra, "stream": False}))
+                failed = refused.reason
+        items = self._whole(self._body(messages, {**extra, "stream": False}))
+        if failed:  # and the whole reply came: so from now on
+            self._stream_tools = False
             self._announce(f"the LLM server at {self.address.shown} cannot stream tool calls "
-                           f"({streamed}): with tools offered, its replies come whole")
-        else:
-            items = self._whole(self._body(messages, {**extra, "stream": False}))
+                           f"({failed}): with tools offered, its replies come whole")
         if any(isinstance(item, ToolCall) for item in items):
             self._decide("native", "it made a tool call")
         yield from items
