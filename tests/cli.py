@@ -13,7 +13,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 COMMAND = (sys.executable, "-m", "edge_agent")
 """`edge-agent`, from this checkout's package."""
@@ -51,3 +53,25 @@ def write_config(directory: Path, text: str = "", *, name: str = "edge-agent.tom
     data = data_dir if data_dir is not None else directory / "data"
     path.write_text(f"data_dir = {json.dumps(str(data))}\n{text}", encoding="utf-8")
     return path
+
+
+@dataclass(frozen=True)
+class Demo:
+    """An `edge-agent demo` that ended well: its record, its console, its database."""
+
+    record: dict[str, Any]
+    stdout: str
+    database: Path
+
+
+def run_demo(directory: Path, call: str, config: str, timeout: float = 240) -> Demo:
+    """`edge-agent demo` of the call file `call` (TOML text) under a config of `config` (more
+    TOML), recorded in `directory/memory.db`; fails the test unless it exits 0."""
+    settings = write_config(directory, config)
+    call_file, out = directory / "call.toml", directory / "session.json"
+    call_file.write_text(call, encoding="utf-8")
+    database = directory / "memory.db"
+    done = edge_agent("demo", "--call", call_file, "--json", out, "--db", database,
+                      config=settings, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Demo(json.loads(out.read_text(encoding="utf-8")), done.stdout, database)

@@ -5,7 +5,6 @@ truth is kept for the sentence around it."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from edge_agent.events import Notice, ToolUsed
-from tests.cli import edge_agent, write_config
+from tests.cli import run_demo
 from tests.logged import read_events
 from tests.sse_server import ScriptedChatServer, http_error, piece, sse
 
@@ -46,20 +45,12 @@ def _call(arguments: str) -> list[dict[str, Any]]:
 
 
 def _demo(tmp_path: Path, server: ScriptedChatServer) -> dict[str, Any]:
-    config = write_config(tmp_path, f'[llm]\nserver = "{server.url}"\nserver_timeout_ms = 5000\n'
+    demo = run_demo(tmp_path, CALL, f'[llm]\nserver = "{server.url}"\nserver_timeout_ms = 5000\n'
                                     '[audio]\necho_cancel = "off"\n')
-    call = tmp_path / "call.toml"
-    call.write_text(CALL, encoding="utf-8")
-    out, database = tmp_path / "session.json", tmp_path / "memory.db"
-    done = edge_agent("demo", "--call", call, "--json", out, "--db", database, config=config,
-                      timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    with sqlite3.connect(database) as db:
+    with sqlite3.connect(demo.database) as db:
         booked = db.execute("SELECT name FROM sqlite_master WHERE name = 'bookings'").fetchone()
-        record["bookings"] = (db.execute("SELECT time, people FROM bookings").fetchall()
-                              if booked else [])
-    return record
+        bookings = db.execute("SELECT time, people FROM bookings").fetchall() if booked else []
+    return {**demo.record, "bookings": bookings}
 
 
 def test_a_native_tool_call_runs_once_and_heard_truth_holds(tmp_path: Path) -> None:
