@@ -9,15 +9,18 @@ the lookup costs nothing when the turn ends):
    entries in the full-text index; each is scored by how much of the question it explains
    (each term weighted by how rare it is among the entries; a term matched in an entry's
    questions or heading counts fully, in its text `ANSWER_SHARE`) and, less, by how much of
-   the entry's question the turn says.
+   the entry's question the turn says. An entry that does not hold `COVERAGE_MIN` of the
+   question's weight anywhere does not answer it: a word the venue never uses weighs the most
+   ("can I pay with bitcoin?" is not answered by "we take cards").
 3. **Direct answer**: when the best entry scores at least `direct_above` and beats every entry
    with another answer by `margin`, its answer is said as written — an FAQ's answer, a fact
    (or every fact of its group the question matches equally: "how much are tickets?"), the
    sentences of a section that match — with no model call.
 4. **The model, with passages**: a lesser match (at least `relevant_above`) goes to the model
    with the best entries placed before the caller's words, within a token budget.
-5. **Out of scope**: a question nothing matches gets the venue's fallback line, never an
-   invention; small talk and answers to the agent's own questions go to the model.
+5. **Out of scope**: a turn that names something nothing answers gets the venue's fallback
+   line, never an invention; small talk, answers to the agent's own questions and what a tool
+   does ("book a table") go to the model.
 """
 
 from __future__ import annotations
