@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from edge_agent.errors import ConfigError
-from edge_agent.knowledge.entries import MAX_ANSWER_CHARS, MAX_FILE_BYTES, MAX_PASSAGE_CHARS
+from edge_agent.knowledge.entries import MAX_ANSWER_CHARS, MAX_FILE_BYTES, MAX_PASSAGE_CHARS, Source
 from edge_agent.knowledge.sources import combine, read_source
+
+
+def _source(path: Path) -> Source:
+    source, data = read_source(path)
+    assert data == path.read_bytes()  # what was parsed is what is hashed
+    return source
 
 
 def _file(tmp_path: Path, name: str, text: str) -> Path:
@@ -20,7 +26,7 @@ def _file(tmp_path: Path, name: str, text: str) -> Path:
 
 def test_markdown_gives_a_section_per_heading_and_an_faq_entry_per_question(
         tmp_path: Path) -> None:
-    source = read_source(_file(tmp_path, "venue.md", """# The Museum
+    source = _source(_file(tmp_path, "venue.md", """# The Museum
 
 ## Parking
 There is **no** car park.
@@ -58,7 +64,7 @@ Only assistance dogs.
 
 def test_a_long_section_is_kept_as_passages_cut_between_sentences(tmp_path: Path) -> None:
     sentence = "The permanent collection shows ships, maps and paintings of the harbour. "
-    source = read_source(_file(tmp_path, "long.md", "## History\n" + sentence * 60))
+    source = _source(_file(tmp_path, "long.md", "## History\n" + sentence * 60))
     assert len(source.entries) > 1
     assert all(len(e.answer) <= MAX_PASSAGE_CHARS for e in source.entries)
     assert all(e.answer.endswith(".") and e.topic == "History" for e in source.entries)
@@ -66,7 +72,7 @@ def test_a_long_section_is_kept_as_passages_cut_between_sentences(tmp_path: Path
 
 
 def test_csv_gives_faq_entries_with_every_phrasing(tmp_path: Path) -> None:
-    source = read_source(_file(tmp_path, "faq.csv", (
+    source = _source(_file(tmp_path, "faq.csv", (
         'question,answer,keywords\n'
         '"Where can I park?|Is there parking?","Use the Harbour Garage, 300 m away.",car\n'
         'Can I park a bike?,,\n'
@@ -80,7 +86,7 @@ def test_csv_gives_faq_entries_with_every_phrasing(tmp_path: Path) -> None:
 
 
 def test_toml_gives_facts_faq_synonyms_hours_and_names(tmp_path: Path) -> None:
-    source = read_source(_file(tmp_path, "venue.toml", """
+    source = _source(_file(tmp_path, "venue.toml", """
 [venue]
 names = ["Harbour Museum", "the museum"]
 
@@ -139,12 +145,15 @@ toilet = ["washroom"]
      "needs answer"),
     ("a.toml", "[synonyms]\ntoilet = \"loo\"\n", "line 2", "lists the words"),
     ("a.toml", "[hours\n", "", "not valid TOML"),
+    ("a.md", "## Parking\nThe garage \x1b[2J is free.\n", "line 1", "control character"),
+    ("a.csv", "question,answer\nWhere?,\"Here\x07\"\n", "line 2", "control character"),
+    ("a.toml", "[synonyms]\ntoilet = [\"loo\\u001b\"]\n", "", "control character"),
 ])
 def test_what_cannot_be_read_is_named_with_its_file_and_line(
         tmp_path: Path, name: str, text: str, where: str, says: str) -> None:
     path = _file(tmp_path, name, text)
     with pytest.raises(ConfigError) as caught:
-        read_source(path)
+        _source(path)
     assert caught.value.path == str(path)
     assert caught.value.key == where
     assert says in caught.value.reason
@@ -152,23 +161,23 @@ def test_what_cannot_be_read_is_named_with_its_file_and_line(
 
 def test_files_that_are_not_knowledge_are_refused_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"must end in \.md"):
-        read_source(_file(tmp_path, "venue.txt", "hello"))
+        _source(_file(tmp_path, "venue.txt", "hello"))
     with pytest.raises(ConfigError, match="knowledge file not found"):
-        read_source(tmp_path / "missing.md")
+        _source(tmp_path / "missing.md")
     binary = tmp_path / "venue.md"
     binary.write_bytes(b"## Parking\nok\n\xff\xfe\n")
     with pytest.raises(ConfigError) as caught:
-        read_source(binary)
+        _source(binary)
     assert caught.value.key == "line 3" and "UTF-8" in caught.value.reason
     big = tmp_path / "big.md"
     big.write_bytes(b"x" * (MAX_FILE_BYTES + 1))
     with pytest.raises(ConfigError, match="split it into files"):
-        read_source(big)
+        _source(big)
 
 
 def test_one_venue_has_one_set_of_hours(tmp_path: Path) -> None:
     hours = "[hours]\ndaily = \"10:00-17:00\"\n"
-    sources = [read_source(_file(tmp_path, "a.toml", hours)),
-               read_source(_file(tmp_path, "b.toml", hours))]
+    sources = [_source(_file(tmp_path, "a.toml", hours)),
+               _source(_file(tmp_path, "b.toml", hours))]
     with pytest.raises(ConfigError, match="given in two files"):
         combine(sources)

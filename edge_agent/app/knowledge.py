@@ -10,7 +10,6 @@ from edge_agent.config import Config
 from edge_agent.knowledge.ground import GroundingSettings
 from edge_agent.knowledge.index import KnowledgeIndex
 from edge_agent.knowledge.live import VenueKnowledge, Wall
-from edge_agent.knowledge.text import BUILT_IN_SYNONYMS, Synonyms, terms
 from edge_agent.memory.conversation_memory import utc_now
 
 
@@ -18,14 +17,13 @@ def grounding_settings(config: Config, tool_names: Iterable[str] = ()) -> Ground
     """The lookups' settings, all from `config`; `tool_names`: the tools the model may call
     (a question about them is the model's: "can I book a table?")."""
     knowledge = config.knowledge
-    synonyms = Synonyms(BUILT_IN_SYNONYMS)
-    topics = frozenset(t for name in tool_names for t in terms(name.replace("_", " "), synonyms))
     return GroundingSettings(
         fallback=knowledge.fallback, direct=knowledge.direct,
         direct_above=knowledge.direct_above, margin=knowledge.margin,
         relevant_above=knowledge.relevant_above, passages=knowledge.passages,
         prompt_tokens=knowledge.prompt_tokens, clock=knowledge.clock,
-        timezone=knowledge.timezone, model_topics=topics)
+        timezone=knowledge.timezone,
+        tools=tuple(name.replace("_", " ") for name in tool_names))
 
 
 def open_knowledge(config: Config, db_path: Path | None, tool_names: Iterable[str] = (),

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 from zoneinfo import ZoneInfo
 
+from edge_agent.app import conversation_settings, grounding_settings
 from edge_agent.bench.stats import summarize
 from edge_agent.bench.stt import transcribe
 from edge_agent.bench.wer import word_error_rate
@@ -40,7 +41,7 @@ from edge_agent.errors import ConfigError
 from edge_agent.knowledge.ground import SAID, Grounding, GroundingSettings
 from edge_agent.knowledge.index import KnowledgeIndex
 from edge_agent.knowledge.live import VenueKnowledge
-from edge_agent.memory.context import MemoryContext, WindowSettings
+from edge_agent.memory.context import MemoryContext
 from edge_agent.memory.store import MemoryStore
 from edge_agent.tomlfile import parse_toml, read_text
 
@@ -93,8 +94,6 @@ def load_questions(path: Path) -> QuestionSet:
             at = datetime.fromisoformat(str(item["at"])) if "at" in item else now
             questions.append(Question(str(item["say"]), kind, expect, at.replace(tzinfo=zone)))
     except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
         raise ConfigError(source, "", f"not a question file ({type(exc).__name__}: {exc}): it "
                           "needs files, now and [[question]] tables with say") from None
     return QuestionSet(files, str(zone), tuple(questions))
@@ -218,8 +217,6 @@ def run_knowledge(config: Config, questions_path: Path, voices: Sequence[str],
 
 
 def _settings(config: Config, timezone: str) -> GroundingSettings:
-    from edge_agent.app import grounding_settings
-
     return replace(grounding_settings(config), timezone=timezone)
 
 
@@ -228,8 +225,8 @@ def _model_answer(config: Config, llm: LanguageModel | None, words: str,
     """What the model says to `words`, with the venue's information when there is some."""
     if llm is None:
         return ""
-    context = MemoryContext(config.llm.system_prompt, config.heard.marker,
-                            WindowSettings(window_turns=20, fold_turns=8, max_facts=24))
+    memory = conversation_settings(config).memory  # the prompt as the agent assembles it
+    context = MemoryContext(memory.system_prompt, memory.marker, memory.window)
     pieces = [p for p in llm.stream(context.messages(words, grounding.note))
               if not isinstance(p, ToolCall)]
     return "".join(pieces).strip()

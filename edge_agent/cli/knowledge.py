@@ -65,7 +65,7 @@ def _check(config: Config, args: argparse.Namespace) -> int:
     knowledge = open_knowledge(_with_files(config, args.files), None)
     assert knowledge is not None  # files were named
     try:
-        contents = knowledge.knowledge
+        contents = knowledge.contents
         for path in contents.files:
             entries = [e for e in contents.entries if e.file == path]
             kinds = Counter(e.kind for e in entries)
@@ -94,6 +94,7 @@ def _check(config: Config, args: argparse.Namespace) -> int:
 
 def _ask(config: Config, args: argparse.Namespace) -> int:
     from edge_agent.app import open_knowledge
+    from edge_agent.knowledge.ground import COVERAGE_MIN
 
     if args.files:
         config = _with_files(config, args.files)
@@ -122,7 +123,7 @@ def _ask(config: Config, args: argparse.Namespace) -> int:
     settings = knowledge.settings
     print(f"entries found (direct from {settings.direct_above}, margin {settings.margin}; "
           f"model from {settings.relevant_above}; an entry must hold "
-          f"{_coverage_min():.0%} of the question):")
+          f"{COVERAGE_MIN:.0%} of the question):")
     for match in found[:5]:
         print(f"  {match.score:.2f} (holds {match.coverage:.0%})  {match.entry.ref:<22} "
               f"{match.entry.kind:<8} {escape_controls(clip(match.entry.topic, 80))}")
@@ -136,9 +137,3 @@ _HOW = {"direct": "an entry's answer, said as written, no model",
         "fallback": "a question the knowledge does not cover: the fallback line, no model",
         "model": "the model answers, with these entries in its prompt",
         "chat": "not a question for the venue: the model answers as without knowledge"}
-
-
-def _coverage_min() -> float:
-    from edge_agent.knowledge.ground import COVERAGE_MIN
-
-    return COVERAGE_MIN

@@ -93,7 +93,7 @@ def knowledge_line(config: Config) -> CheckRecord:
                      "check FILE` reads it alone); the agent will not start with it")
     assert knowledge is not None  # files are named
     try:
-        contents, found = knowledge.knowledge, findings(knowledge)
+        contents, found = knowledge.contents, findings(knowledge)
     finally:
         knowledge.close()
     detail = (f"{len(contents.files)} file(s), {len(contents.entries)} entries, "

@@ -31,7 +31,7 @@ class Finding:
 
 def findings(knowledge: VenueKnowledge) -> list[Finding]:
     """Every finding, in file order."""
-    entries = knowledge.knowledge.entries
+    entries = knowledge.contents.entries
     found: list[Finding] = []
     for kind, key in (("same question", _questions), ("same heading", _heading),
                       ("same answer", _answer)):

@@ -89,9 +89,9 @@ class GroundingSettings:
     """How answers say times: "12h" or "24h"."""
     timezone: str
     """The venue's time zone (IANA name); "" for the device's."""
-    model_topics: frozenset[str] = frozenset()
-    """Terms of what the model does itself (its tools: "book", "table"): a question about them
-    goes to the model, not to the fallback line."""
+    tools: tuple[str, ...] = ()
+    """What the model does itself, in words (its tools' names: "book table"): a question about
+    them goes to the model, not to the fallback line."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,8 @@ class Venue:
     names: tuple[str, ...]
     """What callers call the venue (folded words): "is the museum wheelchair accessible?"
     asks about wheelchairs."""
+    model_topics: frozenset[str] = frozenset()
+    """The terms of `GroundingSettings.tools`, with these synonyms."""
 
 
 def ground(text: str, venue: Venue, settings: GroundingSettings, now: Callable[[], datetime],
@@ -173,7 +175,7 @@ def _decide(text: str, venue: Venue, settings: GroundingSettings, now: Callable[
         return Grounding("hours", said)
     sequence = term_sequence(_without(kind.rest, venue.names), venue.synonyms)
     asked = [t for t in sequence if t is not None]
-    if asked and set(asked) <= settings.model_topics:
+    if asked and set(asked) <= venue.model_topics:
         return Grounding("chat")
     weights = _weights(sequence, venue.vocabulary)
     if kind.follow_up and context.previous_question:
@@ -191,7 +193,7 @@ def _decide(text: str, venue: Venue, settings: GroundingSettings, now: Callable[
     # What names something (not an answer to the agent: see above) is about the venue: "I can
     # rent a bike here" is answered from the knowledge or not at all, never by the model's
     # guess; what names nothing ("what is it?") is the model's to answer.
-    if asked and not (set(asked) & settings.model_topics):
+    if asked and not (set(asked) & venue.model_topics):
         return Grounding("fallback", settings.fallback, matches=tuple(matches[:3]))
     return Grounding("chat", matches=tuple(matches[:3]))
 
@@ -224,7 +226,8 @@ def matches_for(text: str, venue: Venue) -> list[Match]:
 
 
 def retrieve(weights: dict[str, float], venue: Venue) -> list[Match]:
-    return score(weights, venue.index.search(list(weights), CANDIDATES), venue.vocabulary)
+    return score(weights, venue.index.search(list(weights), venue.vocabulary, CANDIDATES),
+                 venue.vocabulary)
 
 
 def score(weights: dict[str, float], candidates: Sequence[Stored], vocabulary: Vocabulary

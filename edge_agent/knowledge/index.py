@@ -4,10 +4,9 @@ Each entry is one row of `knowledge` with the stems it is found by, after synony
 `knowledge.text`): those of its questions, heading and keywords (`asked_by`) and those of its
 text (`mentions`). sqlite-utils' FTS5 index over the two (`knowledge_fts`, unicode61
 tokenizer: the stems are already made) finds a turn's candidates: entries asked by any of its
-terms, and entries whose text mentions one of its rarer terms (a word in many entries' text
--- "tour" in a catalogue of 10 000 exhibits -- finds nothing by itself: ranking thousands of
-rows would cost milliseconds and none of them would be the answer), best first by BM25. The
-row carries what scoring them needs (each phrasing's terms, the text's).
+terms, and entries whose text mentions one of its rarer terms (`Vocabulary.rare_in_text`),
+best first by BM25. The row carries what scoring them needs (each phrasing's terms, the
+text's).
 
 A file is indexed again only when it changed (its size, time, then hash differ) or when the
 synonyms changed (every term depends on them): a restart with the same files indexes nothing.
@@ -22,22 +21,18 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlite_utils import Database
 
 from edge_agent.knowledge.entries import Entry
 from edge_agent.knowledge.text import Synonyms, Vocabulary, terms
+from edge_agent.memory.conversation_memory import iso, utc_now
 from edge_agent.memory.schema import KnowledgeFileRow, KnowledgeRow, migrate
 from edge_agent.memory.store import MemoryStore
 
 FTS_TABLE = "knowledge_fts"
 _VOCABULARY_TABLE = "knowledge_vocabulary"
-RARE_SHARE = 0.02
-"""A term in the text of more than this share of the entries (and more than `RARE_FLOOR`)
-does not find entries by their text."""
-RARE_FLOOR = 50
 
 
 @dataclass(frozen=True)
@@ -81,9 +76,6 @@ class KnowledgeIndex:
                              create_triggers=True)
         db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCABULARY_TABLE} USING "
                    f"fts5vocab({FTS_TABLE}, 'col')")
-        self._mentioned: dict[str, int] = {}
-        """Entries whose text holds each term."""
-        self._rare_below = float(RARE_FLOOR)
 
     @classmethod
     def open(cls, path: Path) -> KnowledgeIndex:
@@ -110,7 +102,7 @@ class KnowledgeIndex:
                 synonyms: Synonyms, vocabulary: str) -> None:
         """In one transaction: index `files` (path -> what it is now and its entries) anew,
         drop every other file not in `keep`."""
-        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        now = iso(utc_now())
         with self.db.atomic():
             gone = set(self.indexed()) - keep - set(files)
             for path in [*gone, *files]:
@@ -129,21 +121,22 @@ class KnowledgeIndex:
         """The indexed terms with the number of entries each occurs in (read again: call it
         after `replace`)."""
         counts: dict[str, int] = {}
-        self._mentioned = {}
+        in_text: dict[str, int] = {}
         for term, column, docs in self.db.execute(
                 f"SELECT term, col, doc FROM {_VOCABULARY_TABLE}").fetchall():
             counts[term] = max(counts.get(term, 0), docs)
             if column == "mentions":
-                self._mentioned[term] = docs
+                in_text[term] = docs
         entries = self.db.execute("SELECT count(*) FROM knowledge").fetchone()[0]
-        self._rare_below = max(RARE_FLOOR, RARE_SHARE * entries)
-        return Vocabulary(counts, entries)
+        return Vocabulary(counts, entries, in_text)
 
-    def search(self, query_terms: Sequence[str], limit: int) -> list[Stored]:
+    def search(self, query_terms: Sequence[str], vocabulary: Vocabulary, limit: int
+               ) -> list[Stored]:
         """Entries asked by any of `query_terms`, then entries whose text mentions one of the
-        rarer ones: at most `limit` of each, each best first by BM25."""
+        rarer ones (`Vocabulary.rare_in_text`): at most `limit` of each, each best first by
+        BM25."""
         wanted = [t for t in dict.fromkeys(query_terms) if t]
-        rare = [t for t in wanted if self._mentioned.get(t, 0) <= self._rare_below]
+        rare = [t for t in wanted if vocabulary.rare_in_text(t)]
         found: dict[int, Stored] = {}
         for column, among in (("asked_by", wanted), ("mentions", rare)):
             if not among:
@@ -153,12 +146,6 @@ class KnowledgeIndex:
                 stored = _stored(row)
                 found.setdefault(stored.entry_id, stored)
         return list(found.values())
-
-    def all(self) -> list[Stored]:
-        """Every entry, in file order (for `knowledge check`)."""
-        rows = self.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM knowledge "
-                               "ORDER BY file, line, id").fetchall()
-        return [_stored(dict(zip(_COLUMNS, row, strict=True))) for row in rows]
 
     def close(self) -> None:
         self.db.close()

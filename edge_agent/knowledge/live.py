@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from edge_agent.errors import ConfigError
-from edge_agent.files import read_capped
-from edge_agent.knowledge.entries import MAX_FILE_BYTES, Contents, Source
+from edge_agent.knowledge.entries import Contents, Source
 from edge_agent.knowledge.ground import (
     Context,
     Grounding,
@@ -31,7 +30,7 @@ from edge_agent.knowledge.ground import (
 )
 from edge_agent.knowledge.index import Fingerprint, KnowledgeIndex, fingerprint, vocabulary_of
 from edge_agent.knowledge.sources import combine, read_source
-from edge_agent.knowledge.text import BUILT_IN_SYNONYMS, Synonyms, words
+from edge_agent.knowledge.text import BUILT_IN_SYNONYMS, Synonyms, terms, words
 
 Wall = Callable[[], datetime]
 """The wall clock (an aware datetime): opening hours are answered on it."""
@@ -72,7 +71,8 @@ class VenueKnowledge:
         self._seen: dict[str, tuple[int, int]] = {}
         """Each file's (size, mtime_ns) when it was last read, good or not."""
         self._venue: Venue | None = None
-        self.knowledge = Contents()
+        self.contents = Contents()
+        """What the files hold now (as indexed)."""
 
     def load(self) -> Refreshed:
         """Read every file (ConfigError naming the file and line for the first that cannot be
@@ -135,12 +135,11 @@ class VenueKnowledge:
         self.index.close()
 
     def _read(self, path: str) -> tuple[Source, Fingerprint]:
-        source = read_source(Path(path))
+        source, data = read_source(Path(path))
         try:
-            found = fingerprint(Path(path), read_capped(Path(path), MAX_FILE_BYTES))
-        except OSError as exc:
+            return source, fingerprint(Path(path), data)
+        except OSError as exc:  # gone since it was read
             raise ConfigError(path, "", f"cannot read knowledge file: {exc}") from None
-        return source, found
 
     def _adopt(self, read: dict[str, tuple[Source, Fingerprint]]) -> None:
         for path, (source, found) in read.items():
@@ -151,8 +150,8 @@ class VenueKnowledge:
     def _index(self) -> Refreshed:
         """Index every file whose content or synonyms differ from the database's copy, drop
         files no longer named, and build what `ground` reads."""
-        knowledge = combine([self._sources[p] for p in self.files])
-        groups = (*BUILT_IN_SYNONYMS, *knowledge.synonyms)
+        contents = combine([self._sources[p] for p in self.files])
+        groups = (*BUILT_IN_SYNONYMS, *contents.synonyms)
         synonyms = Synonyms(groups)
         vocabulary = vocabulary_of(groups)
         indexed = self.index.indexed()
@@ -162,8 +161,9 @@ class VenueKnowledge:
                  or indexed[path]["vocabulary"] != vocabulary}
         if stale or set(indexed) - set(self.files):
             self.index.replace(stale, set(self.files), synonyms, vocabulary)
-        self.knowledge = knowledge
-        names = tuple(" ".join(words(n)) for n in knowledge.names if words(n))
-        self._venue = Venue(self.index, synonyms, self.index.vocabulary(), knowledge.schedules,
-                            names)
+        self.contents = contents
+        names = tuple(" ".join(words(n)) for n in contents.names if words(n))
+        topics = frozenset(t for tool in self.settings.tools for t in terms(tool, synonyms))
+        self._venue = Venue(self.index, synonyms, self.index.vocabulary(), contents.schedules,
+                            names, topics)
         return Refreshed(tuple(sorted(stale)))

@@ -33,10 +33,12 @@ from edge_agent.knowledge.entries import (
 from edge_agent.knowledge.hours import Schedule
 from edge_agent.knowledge.markdown import read_markdown
 from edge_agent.knowledge.toml_source import read_toml
+from edge_agent.validate import TextRule, check_text
 
 
-def read_source(path: Path) -> Source:
-    """One knowledge file, parsed by its suffix; ConfigError naming the file and line."""
+def read_source(path: Path) -> tuple[Source, bytes]:
+    """One knowledge file, parsed by its suffix, and the bytes it was parsed from (read once:
+    what is indexed is what was hashed); ConfigError naming the file and line."""
     if path.suffix.lower() not in SUFFIXES:
         raise ConfigError(str(path), "", f"not a knowledge file: the name must end in "
                           f"{', '.join(SUFFIXES)} (Markdown, an FAQ table, or TOML)")
@@ -58,11 +60,21 @@ def read_source(path: Path) -> Source:
                           "UTF-8") from None
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return _read_csv(text, str(path))
-    if suffix == ".toml":
-        return read_toml(text, str(path))
-    return read_markdown(text, str(path))
+    read = (_read_csv if suffix == ".csv" else read_toml if suffix == ".toml"
+            else read_markdown)
+    return _checked(read(text, str(path))), data
+
+
+def _checked(source: Source) -> Source:
+    """`source` once every text it holds passed the one text check of files users write (no
+    control characters, bounded): whatever the format, a stray escape sequence is an error
+    naming its line, never something said or printed."""
+    for entry in source.entries:
+        for text in (entry.topic, entry.answer, *entry.questions, *entry.keywords):
+            check_text(text, source.path, f"line {entry.line}", TextRule())
+    for text in (*source.names, *(word for group in source.synonyms for word in group)):
+        check_text(text, source.path, "", TextRule())
+    return source
 
 
 def combine(sources: Sequence[Source]) -> Contents:

@@ -18,14 +18,22 @@ A recognizer writes what it heard, not what a venue wrote: "d'you", "Wi-Fi", "re
 from __future__ import annotations
 
 import functools
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import snowballstemmer
 
 _STEMMER = snowballstemmer.stemmer("english")
+
+RARE_SHARE = 0.02
+"""A term in the text of more than this share of the entries (and more than `RARE_FLOOR`)
+does not find entries by their text: "tour" in a catalogue of 10 000 exhibits would rank
+thousands of rows for milliseconds, and none of them would be the answer."""
+RARE_FLOOR = 50
+
 
 def word_set(text: str) -> frozenset[str]:
     """The words of a list written as text, one or more a line."""
@@ -164,17 +172,22 @@ class Vocabulary:
     """The terms the venue's files use, with how many entries use each (for their weight)."""
 
     document_count: Mapping[str, int]
-    """Term -> entries it occurs in."""
+    """Term -> entries it occurs in (questions, headings, keywords or text)."""
     entries: int
     """How many entries there are."""
+    in_text: Mapping[str, int] = field(default_factory=dict)
+    """Term -> entries whose text holds it."""
 
     def weight(self, term: str) -> float:
         """How telling `term` is (inverse document frequency); a term no entry uses weighs
         more than any other: a question about something the venue never mentions is not
         answered by an entry that shares its other words."""
-        import math
-
         count = self.document_count.get(term, 0)
         return math.log((self.entries + 1) / (count + 0.5)) + 1.0
+
+    def rare_in_text(self, term: str) -> bool:
+        """Few enough entries' texts hold `term` that its mentions are worth ranking: not
+        more than `RARE_SHARE` of the entries (and more than `RARE_FLOOR`)."""
+        return self.in_text.get(term, 0) <= max(RARE_FLOOR, RARE_SHARE * self.entries)
 
 
