@@ -23,10 +23,13 @@ from edge_agent.events import (
     UnitFinalized,
     UserTurn,
 )
-from edge_agent.printable import escape_controls
+from edge_agent.printable import clip, escape_controls
 
 SPEECH_KINDS = frozenset({"caller", "heard", "said"})
 """Kinds of what was said (the page draws it as speech, not as a marker)."""
+CONSOLE_LINE_MAX = 2000
+"""A console line, at most, in characters (a reply is bounded by `[llm] max_tokens`; a line is
+bounded whatever wrote it, so that the journal never holds a megabyte line)."""
 CONSOLE_QUIET = frozenset({"cancelled"})
 """Kinds the console leaves out: a speculation thrown away is the agent's own business, the
 caller never meets it (the page shows it)."""
@@ -47,11 +50,12 @@ class Label:
 def describe(entry: LoggedEvent, transcripts: bool = True) -> str | None:
     """One console line for `entry` (None: not shown). Caller and model text is shown with its
     control characters escaped: a transcript never drives the operator's terminal. Without
-    `transcripts`, what was said is shown only as a number of words (a public kiosk's log)."""
+    `transcripts`, what was said is shown only as a number of words (a public kiosk's log).
+    At most `CONSOLE_LINE_MAX` characters, marked as cut past that."""
     found = label(entry.event, transcripts)
     if found is None or found.kind in CONSOLE_QUIET:
         return None
-    return escape_controls(f"[{entry.at:6.2f}] {found.text}")
+    return clip(escape_controls(f"[{entry.at:6.2f}] {found.text}"), CONSOLE_LINE_MAX)
 
 
 class _Words:

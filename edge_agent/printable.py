@@ -1,4 +1,5 @@
-"""Text from outside (transcripts, model replies, file contents, TOML keys) made safe to print.
+"""Text from outside (transcripts, model replies, file contents, TOML keys) made safe to print,
+and to store.
 
 An escape sequence in a caller's line or a reply (``\\x1b[2J`` clears the terminal) must never
 drive the operator's console, and a 1 MB key name must not become a 1 MB error line.
@@ -6,6 +7,7 @@ drive the operator's console, and a 1 MB key name must not become a 1 MB error l
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 _LINE_BREAKS = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -40,3 +42,13 @@ def clip(text: str, limit: int) -> str:
 def shown(text: str, limit: int = 200) -> str:
     """Outside text as it may appear in a message: escaped, then clipped."""
     return clip(escape_controls(text), limit)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` as UTF-8 can hold it: a lone surrogate (which a JSON escape like "\\ud800"
+    makes, and which no database or file can store) replaced with U+FFFD. A pair of surrogates
+    in JSON decodes to the one character it stands for, so any left in a str are lone."""
+    return _LONE_SURROGATE.sub("\ufffd", text)

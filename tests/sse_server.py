@@ -4,6 +4,7 @@ request body), and every request is kept (`requests`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -82,7 +83,8 @@ class ScriptedChatServer:
                 self._read_request(connection)
                 if callable(answer):
                     answer(connection)
-                else:
+                    continue
+                with contextlib.suppress(OSError):  # the client hung up: its right
                     connection.sendall(answer)
 
     def _answers(self) -> Iterator[Answer]:

@@ -24,7 +24,7 @@ import pytest
 from edge_agent.cli import main
 from edge_agent.config import Config
 from edge_agent.config_file import _BOUNDS, _CHOICES, _TEXT, load_config
-from edge_agent.console import describe
+from edge_agent.console import CONSOLE_LINE_MAX, describe
 from edge_agent.datadir import LOCK_NAME, data_dir_lock
 from edge_agent.errors import AlreadyRunningError
 from edge_agent.events import CallerSpoke, LoggedEvent
@@ -405,6 +405,12 @@ def test_the_console_shows_control_characters_escaped() -> None:
     assert line is not None
     assert "\x1b" not in line and "\x07" not in line and "\x00" not in line
     assert "hi\\x1b[2J\\x07 there\\x00" in line
+
+
+def test_a_console_line_is_bounded_however_long_the_text() -> None:
+    line = describe(LoggedEvent(1.0, CallerSpoke("word " * 1_000_000)))
+    assert line is not None and len(line) < CONSOLE_LINE_MAX + 40
+    assert line.endswith("characters)")
 
 
 @pytest.mark.models

@@ -15,10 +15,10 @@ import pytest
 from edge_agent.bench.lan import run_lan, table
 from edge_agent.clock import VirtualClock
 from edge_agent.config_file import load_config
-from edge_agent.engines.base import ToolCall, ToolSpec
+from edge_agent.conversation.tools import Tool, Toolbox
+from edge_agent.engines.base import MAX_TOOL_ARGUMENTS, ToolCall, ToolSpec
 from edge_agent.engines.llm.fallback import RETRY_S, FallbackLanguageModel
 from edge_agent.engines.llm.server import (
-    MAX_CALL_CHARS,
     ServerLanguageModel,
     ServerUnavailable,
     read_api_key,
@@ -172,11 +172,17 @@ def test_plain_text_where_json_was_asked_for_is_spoken_not_dropped() -> None:
             "", "", "We open at nine."]
 
 
-def test_a_calls_arguments_are_bounded() -> None:
-    huge = "x" * (MAX_CALL_CHARS + 5000)
+def test_a_calls_arguments_are_bounded_and_a_longer_call_is_refused_before_it_runs() -> None:
+    huge = "x" * (MAX_TOOL_ARGUMENTS + 5000)
     with ScriptedChatServer([sse(*calling('{"people": "', huge, '"}'))]) as server:
         (call,) = list(client(server.url, tools="native").stream(HELLO, [BOOK]))
-    assert isinstance(call, ToolCall) and len(call.arguments) == MAX_CALL_CHARS
+    assert isinstance(call, ToolCall) and len(call.arguments) == MAX_TOOL_ARGUMENTS + 1
+    ran: list[int] = []
+    toolbox = Toolbox([Tool("book_table", "Book a table.", BOOK["function"]["parameters"],
+                            lambda people: str(ran.append(people)))])
+    assert toolbox.run(call).startswith(
+        f"error: the arguments are longer than {MAX_TOOL_ARGUMENTS} characters")
+    assert ran == []
 
 
 @pytest.mark.parametrize(("answer", "reason"), [

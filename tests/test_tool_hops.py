@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from edge_agent.conversation.tools import Tool, Toolbox
+from edge_agent.conversation.tools import MAX_STRING, Tool, Toolbox
 from edge_agent.engines.base import ToolCall
 from edge_agent.events import BargeIn, LlmRequest, Notice, ToolUsed, UnitFinalized
 from edge_agent.memory.context import MemoryContext, WindowSettings
@@ -184,6 +184,36 @@ def test_argument_types_are_checked() -> None:
     assert box.run(extra).startswith("error: unknown argument 'vip'")
     assert box.run(ToolCall("c", "book_table", "[1]")) == "error: the arguments must be a JSON object"
     assert bookings.made == []
+
+
+def test_arguments_are_checked_against_the_whole_schema_before_the_tool_runs() -> None:
+    ran: list[dict[str, object]] = []
+    schema = {"type": "object", "properties": {
+        "seat": {"type": "string", "enum": ["inside", "outside"]},
+        "name": {"type": "string", "maxLength": 40}, "note": {"type": "string"},
+        "people": {"type": "integer", "minimum": 1, "maximum": 20}}}
+    box = Toolbox([Tool("reserve", "Reserve.", schema, lambda **a: str(ran.append(a)))])
+
+    def run(**arguments: object) -> str:
+        return box.run(ToolCall("c", "reserve", json.dumps(arguments)))
+
+    assert run(seat="roof") == "error: argument 'seat' must be one of 'inside', 'outside'"
+    assert run(name="x" * 41) == "error: argument 'name' must be at most 40 characters long"
+    assert run(note="x" * (MAX_STRING + 1)) == (
+        f"error: argument 'note' must be at most {MAX_STRING} characters long")
+    assert run(people=0) == "error: argument 'people' must be at least 1"
+    assert run(people=21) == "error: argument 'people' must be at most 20"
+    deep = ToolCall("c", "reserve", "[" * 2000 + "]" * 2000)  # within the length bound
+    assert box.run(deep).startswith("error: the arguments are not valid JSON")
+    assert ran == []
+    assert run(seat="outside", name="Ann", note="window", people=20) == "None"
+    assert ran == [{"seat": "outside", "name": "Ann", "note": "window", "people": 20}]
+
+
+def test_a_result_is_made_storable() -> None:
+    box = Toolbox([Tool("echo", "Echo.", {"type": "object", "properties": {}},
+                        lambda: "caf\ud800")])
+    assert box.run(ToolCall("c", "echo", "{}")) == "caf\ufffd"
 
 
 def test_a_script_calling_a_tool_that_is_not_enabled_is_refused_before_the_call() -> None:

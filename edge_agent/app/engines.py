@@ -113,13 +113,14 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
 
 def _with_server(config: Config, local: LanguageModel, clock: Clock) -> FallbackLanguageModel:
     """`local` behind the LAN server `[llm] server` names: the server answers while it can."""
-    return FallbackLanguageModel(lan_server(config), local, clock)
+    return FallbackLanguageModel(lan_server(config, clock=clock), local, clock)
 
 
 def lan_server(config: Config, *, timeout_s: float | None = None,
-               max_tokens: int | None = None) -> ServerLanguageModel:
+               max_tokens: int | None = None, clock: Clock | None = None
+               ) -> ServerLanguageModel:
     """The client of the LAN server `[llm] server` names, as configured (`timeout_s`,
-    `max_tokens`: other than configured, for a check)."""
+    `max_tokens`: other than configured, for a check); its deadlines on `clock`'s time."""
     llm = config.llm
     return ServerLanguageModel(
         parse_server_url(llm.server, config.source),
@@ -127,7 +128,8 @@ def lan_server(config: Config, *, timeout_s: float | None = None,
         max_tokens=llm.max_tokens if max_tokens is None else max_tokens,
         temperature=llm.temperature, seed=llm.seed, model=llm.server_model,
         slot=llm.server_slot, api_key=read_api_key(llm.server_key_file, config.source),
-        ca_file=llm.server_ca_file, tools=llm.server_tools)
+        ca_file=llm.server_ca_file, tools=llm.server_tools,
+        now=(clock or MonotonicClock()).now)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,10 @@ ChatMessage = dict[str, Any]
 ToolSpec = dict[str, Any]
 """One tool offered to the model, in the OpenAI `tools` shape (type, function: name,
 description, parameters as a JSON schema)."""
+MAX_TOOL_ARGUMENTS = 4096
+"""A tool call's arguments, at most, in characters: a longer call is refused before its tool
+runs (a kiosk's tools take a name, a time, a number; a model or a server that writes megabytes
+of arguments would otherwise carry them in every later request)."""
 
 
 @dataclass(frozen=True)
