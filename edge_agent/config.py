@@ -302,8 +302,8 @@ class KnowledgeConfig:
     answers and facts; sections go to the model) or "off" (the model always answers, with
     the entries in its prompt)."""
     direct_above: float = 0.5
-    """How surely (0..1) an entry must answer a question to be said directly (see README,
-    "The venue's knowledge": chosen on a measured curve of right and wrong direct answers)."""
+    """How surely (0..1) an entry must answer a question to be said directly (see
+    docs/measurements.md, "The venue's knowledge, measured": chosen on a measured curve of right and wrong direct answers)."""
     margin: float = 0.1
     """...and by how much it must beat any entry that says something else."""
     relevant_above: float = 0.35

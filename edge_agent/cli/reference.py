@@ -1,10 +1,10 @@
-"""README's reference sections, written from the code so that they cannot drift from it: every
+"""The reference (docs/reference.md), written from the code so that they cannot drift from it: every
 command and its arguments (from the parser), the exit codes (from the errors' classes), the
 config keys (from the config dataclasses, with their defaults), the session record and its
 events (from their TypedDicts and dataclasses, with each field's docstring) and the benchmark
 JSON (from its schema).
 
-`python -m edge_agent.cli.reference README.md` rewrites the blocks between
+`python -m edge_agent.cli.reference docs/reference.md` rewrites the blocks between
 `<!-- BEGIN GENERATED: NAME -->` and `<!-- END GENERATED: NAME -->`; `--check` only says
 whether they are current (the test suite runs it).
 """
@@ -258,8 +258,9 @@ def render(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edge_agent.cli.reference",
-                                     description="Write README's generated reference blocks.")
-    parser.add_argument("readme", type=Path)
+                                     description="Write the generated reference blocks of a "
+                                     "Markdown file (docs/reference.md).")
+    parser.add_argument("readme", type=Path, metavar="FILE")
     parser.add_argument("--check", action="store_true",
                         help="change nothing; exit 1 if a block is not current")
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ So edge-agent is installed with the *portable* build, `CMAKE_ARGS="-DGGML_NATIVE
 x86-64 that compiles for SSE4.2 + AVX + AVX2 + FMA + F16C + BMI2 (every x86-64 CPU since 2013:
 Intel Haswell, AMD Zen and later) with no AVX-512 or AMX, and on arm64 for plain ARMv8-A
 (every Raspberry Pi from the 3 on). Measured on 2 cores, SmolLM2-135M Q4_1: as fast as the
-native build where the native build runs (README, "Install anywhere").
+native build where the native build runs (docs/measurements.md, "Install anywhere").
 
 `compiled_features` reads what the loaded build was compiled for (llama.cpp's own system info,
 no guessing from how it was installed); `unsupported_features` names those the running CPU does

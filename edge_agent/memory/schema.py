@@ -4,7 +4,7 @@
 missing ones in order, each in its own transaction; a database whose version is higher than the
 last migration here was written by a newer edge-agent and is refused (never rewritten).
 
-Tables (documented for Datasette users in README, "The memory database"):
+Tables (documented for Datasette users in docs/memory.md, "The memory database"):
 
 - `sessions`: one row per conversation session; `state` is "open" until it ends.
 - `turns`: the heard-truth history, in order (`seq`) per session. `heard` is what the listener
