@@ -303,7 +303,8 @@ class KnowledgeConfig:
     the entries in its prompt)."""
     direct_above: float = 0.5
     """How surely (0..1) an entry must answer a question to be said directly (see
-    docs/measurements.md, "The venue's knowledge, measured": chosen on a measured curve of right and wrong direct answers)."""
+    docs/measurements.md, "The venue's knowledge, measured": chosen on a measured curve of
+    right and wrong direct answers)."""
     margin: float = 0.1
     """...and by how much it must beat any entry that says something else."""
     relevant_above: float = 0.35

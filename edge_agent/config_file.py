@@ -128,6 +128,10 @@ _BOUNDS: dict[str, Bounds] = {
                                       "conversation"),
     "knowledge.reload_s": Bounds(0.2, 86400.0),
 }
+KEY_TEXT_MAX = 200
+"""The longest identity or kiosk id, in characters: the venue's PostgreSQL indexes them, and an
+index entry holds at most ~2 700 bytes (200 characters are at most 800 bytes of UTF-8)."""
+_KEY = "it names rows in the venue's database, whose index entries are bounded: use a short name"
 _MODEL = "name a model from `edge-agent models list` or a path to its file"
 _TEXT: dict[str, TextRule] = {
     "data_dir": TextRule(required=True, why="name the directory for models and session data"),
@@ -136,7 +140,9 @@ _TEXT: dict[str, TextRule] = {
     "llm.model": TextRule(required=True, why=_MODEL),
     "tts.voice": TextRule(required=True, why=_MODEL),
     "turns.backchannel_classifier": TextRule(required=True, why='use "lexicon"'),
-    "memory.identity": TextRule(required=True, why='use "anonymous" for a shared kiosk'),
+    "memory.identity": TextRule(required=True, why='use "anonymous" for a shared kiosk',
+                                max_chars=KEY_TEXT_MAX, max_chars_why=_KEY),
+    "sync.kiosk_id": TextRule(max_chars=KEY_TEXT_MAX, max_chars_why=_KEY),
     "memory.summarizer": TextRule(required=True, why='use "llm" or "extractive"'),
     "turns.greeting": TextRule(max_words=40,
                                advice="every session starts with a long wait for the caller"),

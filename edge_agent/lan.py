@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from edge_agent.config import Config
 from edge_agent.errors import ConfigError
+from edge_agent.files import NotRegularFileError, open_regular
 from edge_agent.printable import shown
 
 API_KEY_VARIABLE = "EDGE_AGENT_LLM_API_KEY"
@@ -94,9 +96,22 @@ def parse_database_url(url: str, source: str = "config", key: str = "sync.url"
     if parts.password is not None or any(name == "password" for name, _ in options):
         raise ConfigError(source, key, "must not hold the password: put it in the file "
                           f"sync.password_file names, or in ${SYNC_PASSWORD_VARIABLE}")
+    if "," in parts.netloc.rpartition("@")[2]:
+        raise ConfigError(source, key, "names several hosts; libpq would try each, but the "
+                          "service is allowed to reach the hosts the config names, one per "
+                          "address: name one host (for a standby, a name that moves to the "
+                          f"primary), got {shown(url, 80)!r}")
     if any(name in ("host", "hostaddr", "port", "dbname") for name, _ in options):
         raise ConfigError(source, key, "names its host, port and database in the address "
                           "itself, not as ?options")
+    if any(name == "service" for name, _ in options):
+        raise ConfigError(source, key, "must not name a ?service: a service file can send libpq "
+                          "to another address than the one the service is allowed to reach; "
+                          "write the host, port and database in the address")
+    if any(name == "passfile" for name, _ in options):
+        raise ConfigError(source, key, "must not name a ?passfile: put the password in the file "
+                          "sync.password_file names (checked like ~/.pgpass and never read "
+                          f"whole), or in ${SYNC_PASSWORD_VARIABLE}")
     try:
         port = parts.port or 5432
     except ValueError:
@@ -109,20 +124,57 @@ def parse_database_url(url: str, source: str = "config", key: str = "sync.url"
                            options)
 
 
+SECRET_MAX_BYTES = 4096
+"""The most a credential file may hold: a key or a password is one line, never a whole file."""
+
+
 def read_secret(secret_file: str, variable: str, source: str, key: str, what: str) -> str:
     """A credential: the first line of `secret_file` (config key `key`), else the environment
-    variable `variable`, else "". Its text never appears in an error."""
+    variable `variable`, else "". Its text never appears in an error.
+
+    The file is checked as libpq checks `~/.pgpass`, and more: it must be a regular file, not
+    a link (a link to /etc/shadow would be read as a key and sent to the server), a device
+    (/dev/zero never ends) or a FIFO (it would hold the start until a writer comes); nobody
+    but its owner may read it, except its group when root owns it (root:edge-agent 0640, as a
+    service's secrets are kept); no group or other may write it; and it holds at most
+    `SECRET_MAX_BYTES`."""
     if not secret_file:
         return os.environ.get(variable, "").strip()
     path = Path(secret_file).expanduser()
+    data = _read_secret_file(path, source, key)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(source, key, f"cannot read {path}: {type(exc).__name__}: "
-                          f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}") from None
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ConfigError(source, key, f"{path} is not UTF-8 text: its first line must be "
+                          f"{what}") from None
     if not lines or not lines[0].strip():
         raise ConfigError(source, key, f"{path} is empty: its first line must be {what}")
     return lines[0].strip()
+
+
+def _read_secret_file(path: Path, source: str, key: str) -> bytes:
+    try:
+        handle = open_regular(path, os.O_RDONLY)
+    except NotRegularFileError as exc:
+        fix = ("name the file itself (a link can point at any file, and its text would be sent)"
+               if exc.is_link else "name a regular file that holds the secret")
+        raise ConfigError(source, key, f"{path} is {exc.kind}: {fix}") from None
+    except OSError as exc:
+        raise ConfigError(source, key, f"cannot read {path}: {type(exc).__name__}: "
+                          f"{exc.strerror}") from None
+    with os.fdopen(handle, "rb") as file:
+        status = os.fstat(file.fileno())
+        mode = stat.S_IMODE(status.st_mode)
+        group_may_read = status.st_uid == 0
+        if mode & 0o007 or mode & 0o020 or (mode & 0o040 and not group_may_read):
+            raise ConfigError(source, key, f"{path} may be read or changed by others (mode "
+                              f"{mode:04o}): run `chmod 600 {path}` (or, owned by root, "
+                              f"`chmod 640` with the service's group)")
+        data = file.read(SECRET_MAX_BYTES + 1)
+    if len(data) > SECRET_MAX_BYTES:
+        raise ConfigError(source, key, f"{path} holds more than {SECRET_MAX_BYTES} bytes: it "
+                          f"must hold the secret on its first line, nothing else")
+    return data
 
 
 LOOPBACK = ("127.0.0.0/8", "::1/128")

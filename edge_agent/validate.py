@@ -77,6 +77,9 @@ class TextRule:
     max_words: int | None = None
     """More words than this works but is suspicious: a warning."""
     advice: str = ""
+    max_chars: int = MAX_TEXT
+    """Longer is refused (a key: a database indexes it, and an index entry has a size limit)."""
+    max_chars_why: str = ""
 
 
 def check_value(expected: Any, value: Any, source: str, key: str, *,
@@ -122,9 +125,10 @@ def check_text(value: str, source: str, key: str, rule: TextRule) -> str:
     if bad is not None:
         raise ConfigError(source, key, f"holds a control character ({shown(value[bad])} at "
                           f"character {bad + 1}); remove it")
-    if len(value) > MAX_TEXT:
+    if len(value) > rule.max_chars:
+        why = f" ({rule.max_chars_why})" if rule.max_chars_why else ""
         raise ConfigError(source, key, f"is {len(value)} characters long; the most is "
-                          f"{MAX_TEXT}")
+                          f"{rule.max_chars}{why}")
     if rule.required and not has_visible_text(value):
         raise ConfigError(source, key, f"must not be empty{': ' + rule.why if rule.why else ''}")
     if rule.max_words is not None and len(value.split()) > rule.max_words:

@@ -9,7 +9,7 @@ import pytest
 
 from edge_agent.audio.pcm import read_wav
 from edge_agent.bench.wer import normalize
-from tests.cli import edge_agent, write_config
+from tests.cli import edge_agent, run_demo, write_config
 
 pytestmark = pytest.mark.models
 
@@ -81,3 +81,18 @@ def test_demo_with_the_real_language_model(tmp_path: Path) -> None:
     assert record["turns"][1]["role"] == "assistant" and record["turns"][1]["text"].strip()
     assert record["units"][0]["heard"] == record["units"][0]["generated"]
     assert record["units"][0]["words"]
+
+
+def test_a_barge_in_on_a_long_reply_as_the_last_line_ends_the_call(tmp_path: Path) -> None:
+    """A scripted reply of minutes, cut by the caller's last line, which the script has no
+    answer for: the call ends when the conversation falls quiet (it went on saying the long
+    reply again, silent on the console, until killed)."""
+    long_reply = " ".join(["tomato"] * 3000)
+    call = (f'[agent]\ngreeting = ""\nreplies = ["{long_reply}"]\n'
+            '[[caller]]\nsay = "Tell me everything on the menu."\nat = 0.5\n'
+            '[[caller]]\nsay = "Stop, that is enough."\nbarge_in_after = 2.0\n')
+    demo = run_demo(tmp_path, call, "", timeout=90)
+    [cut] = [u for u in demo.record["units"] if u["interrupted"]]
+    assert cut["generated"] == long_reply and 0 < len(cut["heard"].split()) < 30
+    assert [u["generated"] for u in demo.record["units"]].count(long_reply) == 1
+    assert max(event["at"] for event in demo.record["events"]) < 30  # seconds of the call

@@ -440,6 +440,25 @@ def test_a_data_dir_that_is_a_file_fails(tmp_path: Path, capsys: pytest.CaptureF
                     "Fix: point data_dir at a directory (it is created if missing)")
 
 
+def test_a_data_dir_nobody_can_create_fails_as_run_refuses_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_audio_or_models: None) -> None:
+    """/proc allows root everything by its mode, yet nothing can be made in it: the doctor
+    tries, as the agent would, instead of reading permissions."""
+    from edge_agent.datadir import ensure_data_dir
+
+    config = Config(data_dir="/proc/edge-agent-data")
+    assert _run(config, _args()) == 1
+    line = _lines(capsys.readouterr().out)["data dir"]
+    assert line.startswith("FAIL  data dir       /proc/edge-agent-data does not exist and cannot "
+                           "be created in /proc"), line
+    with pytest.raises(EdgeAgentError, match="cannot create /proc/edge-agent-data"):
+        ensure_data_dir(config)
+    fresh = Config(data_dir=str(tmp_path / "new" / "data"))
+    assert _run(fresh, _args()) in (0, 1)
+    assert _lines(capsys.readouterr().out)["data dir"].startswith("ok    data dir")
+    assert list(tmp_path.iterdir()) == []  # the probe left nothing behind
+
+
 def test_a_nearly_full_disk_fails_and_a_low_one_warns(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     real = os.statvfs(tmp_path)

@@ -210,3 +210,20 @@ async def test_withdrawing_a_preparation_the_model_never_saw_gives_nothing_back(
         assert "".join(str(p) for p in again) == "Second."
     finally:
         owner.close()
+
+
+def test_withdrawing_a_request_that_found_the_script_run_out_gives_nothing_back() -> None:
+    """A preparation for the last line of a call (the script has run out) thrown away must not
+    hand back the entry before it: the demo said a long reply again, for minutes, after the
+    caller cut it."""
+    script = ScriptedLanguageModel(["A very long reply.", "Bye."])
+    assert "".join(map(str, script.stream([]))) == "A very long reply."
+    script.withdraw()  # a speculation thrown away: the same entry comes again
+    assert "".join(map(str, script.stream([]))) == "A very long reply."
+    assert "".join(map(str, script.stream([]))) == "Bye."
+    assert list(script.stream([])) == []  # run out
+    script.withdraw()
+    assert list(script.stream([])) == []
+    script.withdraw()
+    script.withdraw()
+    assert list(script.stream([])) == []

@@ -323,6 +323,7 @@ def test_the_address_and_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert read_api_key("") == "from-env"
     key = tmp_path / "key"
     key.write_text("from-file\nignored\n", encoding="utf-8")
+    key.chmod(0o600)
     assert read_api_key(str(key)) == "from-file"
     with pytest.raises(ConfigError, match=r"server_key_file.*cannot read"):
         read_api_key(str(tmp_path / "missing"))

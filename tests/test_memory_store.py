@@ -6,6 +6,8 @@ import asyncio
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,32 @@ def test_the_database_file_is_created_private_and_in_wal_mode(tmp_path: Path) ->
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
+
+
+def test_opening_a_second_connection_keeps_the_writers_locks(tmp_path: Path) -> None:
+    """The agent's writer, then a second connection in the same process (the sync's queue):
+    another process that opens and closes the database (`sessions list`, `sync --once`) must
+    still see it in use and leave its WAL alone. (A descriptor of our own on the file, closed,
+    would drop every POSIX lock of this process on it: that process's close then deleted the
+    WAL under the writer, whose next write failed with "disk I/O error".)"""
+    path = tmp_path / "edge-agent.db"
+    writer = MemoryStore.open(path)
+    queue = MemoryStore.open_reader(path, query_only=False)
+    writer.insert_session({"id": "s1", "identity": "anonymous", "run_id": "r1",
+                           "how": "start-up", "state": "open", "started_at": "2026-12-04T10:00:00",
+                           "last_active_at": "2026-12-04T10:00:00", "ended_at": None,
+                           "engines": "{}"})
+    other = subprocess.run([sys.executable, "-c", "import sqlite3, sys; db = sqlite3.connect("
+                            "sys.argv[1]); db.execute('SELECT count(*) FROM sessions'); "
+                            "db.close()", str(path)], capture_output=True, text=True, timeout=60,
+                           check=False)
+    assert other.returncode == 0, other.stderr
+    assert path.with_name("edge-agent.db-wal").exists()
+    writer.put_turn({"session_id": "s1", "seq": 0, "role": "user", "heard": "still here",
+                     "at": "2026-12-04T10:00:01"})
+    assert queue.db.execute("SELECT heard FROM turns").fetchall() == [("still here",)]
+    queue.close()
+    writer.close()
 
 
 def test_a_database_we_did_not_create_keeps_its_mode(tmp_path: Path) -> None:

@@ -414,6 +414,52 @@ def test_damaged_built_in_model_stops_the_cli_with_exit_3(tmp_path: Path) -> Non
     assert not (tmp_path / "out.json").exists()
 
 
+def _shadow_wheel(tmp_path: Path, package: str, distribution: str, relative: str) -> Path:
+    """A copy of the installed wheel's file `relative` (under `package`) in `tmp_path`, with a
+    dist-info whose RECORD lists it as the wheel's own RECORD does: first on PYTHONPATH, it is
+    the installed wheel a child process finds."""
+    import importlib.metadata
+
+    installed = importlib.metadata.distribution(distribution)
+    [listed] = [f for f in installed.files or [] if str(f) == f"{package}/{relative}"]
+    copy = tmp_path / package / relative
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(Path(str(listed.locate())).read_bytes())
+    (tmp_path / package / "__init__.py").write_text("", encoding="utf-8")
+    info = tmp_path / f"{distribution.replace('-', '_')}-{installed.version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: "
+                                   f"{installed.version}\n", encoding="utf-8")
+    assert listed.hash is not None
+    (info / "RECORD").write_text(f"{package}/{relative},sha256={listed.hash.value},{listed.size}\n"
+                                 f"{package}/__init__.py,,\n", encoding="utf-8")
+    (info / "top_level.txt").write_text(f"{package}\n", encoding="utf-8")
+    return copy
+
+
+def test_a_tampered_wheel_model_is_refused_with_the_reinstall(tmp_path: Path) -> None:
+    """The end-of-turn model is read from the installed pipecat-ai wheel: a file changed there
+    after install (same size, a few bytes flipped: onnxruntime would load it) is refused at
+    start against the wheel's RECORD, naming the file and how to get a good copy."""
+    site = tmp_path / "site"
+    model = _shadow_wheel(site, "pipecat", "pipecat-ai",
+                          "audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx")
+    config = write_config(tmp_path, "", data_dir=tmp_path / "data")
+    env = {"PYTHONPATH": str(site)}
+    intact = edge_agent("models", "verify", "smart-turn-v3.2", config=config, env=env)
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    data = bytearray(model.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 8] = bytes(255 - b for b in data[middle:middle + 8])
+    model.write_bytes(bytes(data))
+    result = edge_agent("demo", "--json", tmp_path / "out.json", config=config, env=env)
+    assert_clean_error(result, FILE_ERROR)
+    assert f"cannot use model file {model}" in result.stderr
+    assert "differs from its wheel's RECORD" in result.stderr
+    assert "pip install --force-reinstall --no-deps 'pipecat-ai==" in result.stderr
+    assert "edge-agent models fetch smart-turn-v3.2" in result.stderr
+
+
 def test_unverified_copy_is_used_with_one_warning(tmp_path: Path,
                                                   caplog: pytest.LogCaptureFixture) -> None:
     setup = write_setup(tmp_path, {"m": single_file_model("http://127.0.0.1:9/w.bin", b"x" * 10)})

@@ -224,14 +224,44 @@ def test_preflight_says_what_is_missing() -> None:
     preflight(live, euid=0, which=lambda _: "/usr/bin/x", booted=lambda: True)
 
 
-def test_cli_dry_run_on_a_prefix_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _service_parser() -> argparse.ArgumentParser:
+    """`edge-agent [-c FILE] service ...` as the CLI parses it."""
     parser = argparse.ArgumentParser(prog="edge-agent")
+    parser.add_argument("-c", "--config", type=Path)
     cli_service.add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["service", "install", "--dry-run", "--prefix-root", str(tmp_path)])
+    return parser
+
+
+def test_cli_dry_run_on_a_prefix_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _service_parser().parse_args(["service", "install", "--dry-run", "--prefix-root", str(tmp_path)])
     assert cli_service.run(Config(), args) == 0
     out = capsys.readouterr().out
     assert "dry run" in out and f"systemctl --root {tmp_path} enable edge-agent.service" in out
     assert _files(tmp_path) == {}
+
+
+def test_cli_install_with_a_config_installs_that_config(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`edge-agent -c FILE service install`: FILE is the service's config (its data_dir the
+    service's), and its LAN server opens the unit's network; the dry run shows both."""
+    root, mine = tmp_path / "root", tmp_path / "kiosk.toml"
+    mine.write_text('data_dir = "/home/me/data"\n[llm]\nserver = "http://10.0.0.5:8080/v1"\n'
+                    '[turns]\ngreeting = "Welcome to the museum."\n', encoding="utf-8")
+    args = _service_parser().parse_args(["-c", str(mine), "service", "install", "--dry-run",
+                              "--prefix-root", str(root)])
+    assert cli_service.run(Config(), args) == 0
+    out = capsys.readouterr().out
+    assert f'from {mine}, with data_dir = "/var/lib/edge-agent"' in out
+    assert "IPAddressAllow=10.0.0.5" in out
+    assert not root.exists() or _files(root) == {}
+    plan = install_plan(Layout(root), FakeSystem(root), EXECUTABLE, bind=[], config_file=mine)
+    run_plan(plan, False, lambda line: None)
+    installed = (root / "etc/edge-agent/edge-agent.toml").read_text(encoding="utf-8")
+    assert installed == mine.read_text(encoding="utf-8").replace("/home/me/data",
+                                                                 "/var/lib/edge-agent")
+    mine.write_text('[knowledge]\nfiles = ["venue.md"]\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="write each knowledge file's absolute path"):
+        install_plan(Layout(root), FakeSystem(root), EXECUTABLE, bind=[], config_file=mine)
 
 
 def test_render_unit_binds_a_home_installation_read_only() -> None:

@@ -31,6 +31,7 @@ def _kiosk(tmp_path: Path, venue_url: str, extra: str = "") -> Path:
 
 def test_once_sends_everything_and_status_says_so(tmp_path: Path, venue: LocalPostgres) -> None:
     (tmp_path / "pw").write_text(PASSWORD + "\n", encoding="utf-8")
+    (tmp_path / "pw").chmod(0o600)
     config = _kiosk(tmp_path, venue.url, f'password_file = "{tmp_path / "pw"}"\n')
     before = edge_agent("sync", "status", config=config)
     assert before.returncode == 0 and "never switched on" in before.stdout

@@ -27,7 +27,8 @@ def add_parsers(commands: Any) -> None:
     actions = service.add_subparsers(dest="action", required=True)
     install = actions.add_parser(
         "install", help="create the edge-agent user, /etc/edge-agent/edge-agent.toml (kept if "
-                        "it exists), /var/lib/edge-agent and the unit; enable and start it")
+                        "it exists; with -c FILE, that file, its data_dir set to the "
+                        "service's), /var/lib/edge-agent and the unit; enable and start it")
     uninstall = actions.add_parser(
         "uninstall", help="stop, disable and remove the unit; the config and the data stay "
                           "unless --purge")
@@ -47,7 +48,8 @@ def run(config: Config, args: argparse.Namespace) -> int:
     root = args.prefix_root
     layout = Layout(root.resolve(), live=False) if root is not None else Layout()
     if args.action == "install":
-        plan = install_plan(layout, run_command)
+        # `-c FILE`: that file becomes the service's config (and shapes its unit).
+        plan = install_plan(layout, run_command, config_file=args.config)
     else:
         plan = uninstall_plan(layout, run_command, purge=args.purge)
     if not args.dry_run:

@@ -19,6 +19,7 @@ import os
 import platform
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -192,9 +193,13 @@ def _data_dir_line(config: Config) -> CheckRecord:
     if not parent.is_dir():
         return check("data dir", "FAIL", f"{path} cannot be created: {parent} is a file",
                      "point data_dir at a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return check("data dir", "FAIL", f"{path} does not exist and cannot be created: "
-                     f"{parent} is not writable by {who}",
+    # Make a directory where the agent would make its own, and remove it: permissions alone
+    # do not tell (root may write anywhere, yet not in /proc or on a read-only mount).
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".edge-agent-doctor-", dir=parent))
+    except OSError as exc:
+        return check("data dir", "FAIL", f"{path} does not exist and cannot be created in "
+                     f"{parent} as {who} ({exc.strerror or exc})",
                      f"create it (mkdir -p {path}) as a user who can, owned by this one, or "
                      "point data_dir elsewhere")
     return check("data dir", "ok", f"{path}: not there yet, created on the first run "

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import edge_agent
-from edge_agent.config_file import load_config
+from edge_agent.config import Config
+from edge_agent.config_file import load_config, parse_config
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import (
     Command,
@@ -32,6 +33,8 @@ from edge_agent.installer.steps import (
     WriteFile,
 )
 from edge_agent.lan import Resolve, lan_hosts, network_allowance
+from edge_agent.printable import shown
+from edge_agent.tomlfile import read_text
 
 SERVICE = "edge-agent.service"
 USER = "edge-agent"
@@ -82,17 +85,32 @@ def _systemctl_says(layout: Layout, runner: Runner, *query: str) -> bool:
 
 
 def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | None = None,
-                 bind: Sequence[Path] | None = None, resolve: Resolve | None = None) -> Plan:
+                 bind: Sequence[Path] | None = None, resolve: Resolve | None = None,
+                 config_file: Path | None = None) -> Plan:
     """`executable` (the command that starts edge-agent) and `bind` (directories to bind in
     read-only) default to this installation's (`find_executable`, `read_only_paths`); the
     directories of the installed config's knowledge files are bound in too. The unit
     reaches the network only when the installed config names servers on the LAN, and then only
-    their addresses (`resolve`: how a host name is looked up, default the system's)."""
+    their addresses (`resolve`: how a host name is looked up, default the system's).
+
+    The installed config is `config_file` when one is given (`edge-agent -c FILE service
+    install`: it replaces the one installed, its data_dir set to the service's); else the one
+    installed, kept as it is; else the shipped one."""
     executable = list(executable) if executable is not None else find_executable()
     sysusers = WriteFile(layout.sysusers, template("systemd/edge-agent.sysusers"), 0o644)
     config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
     installed = config_dir / "edge-agent.toml"
-    settings = load_config(installed) if installed.is_file() else None
+    if config_file is not None:
+        text = service_config(read_text(config_file, "config file"))
+        chosen = parse_config(text, str(config_file))
+        _refuse_relative_knowledge(chosen, config_file)
+        settings: Config | None = chosen
+        config = WriteFile(installed, text, 0o644,
+                           detail=f'from {config_file}, with data_dir = "{STATE_DIR}"')
+    else:
+        settings = load_config(installed) if installed.is_file() else None
+        config = WriteFile(installed, service_config(template("config/edge-agent.toml")), 0o644,
+                           keep_existing=True, detail=f'data_dir = "{STATE_DIR}"')
     allow = (network_allowance(lan_hosts(settings), resolve, layout.host("/etc/resolv.conf"))
              if settings is not None else [])
     # The venue's knowledge files are read where the config names them, a home directory too.
@@ -102,9 +120,6 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
     unit = WriteFile(layout.unit, unit_text, 0o644, detail="; ".join(
         line for line in unit_text.splitlines()
         if line.startswith(("ExecStart=", "BindRead", "IPAddressAllow="))))
-    config = WriteFile(config_dir / "edge-agent.toml",
-                       service_config(template("config/edge-agent.toml")), 0o644,
-                       keep_existing=True, detail=f'data_dir = "{STATE_DIR}"')
     sysusers_argv = ["systemd-sysusers", str(layout.sysusers)]
     if not layout.live:
         sysusers_argv[1:1] = ["--root", str(layout.root)]
@@ -134,6 +149,15 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
     notes = [f"edge-agent runs as user {USER} with data in {STATE_DIR}; "
              "`journalctl -u edge-agent -f` shows it, `systemctl status edge-agent` its state."]
     return Plan(steps, notes)
+
+
+def _refuse_relative_knowledge(settings: Config, config_file: Path) -> None:
+    relative = [name for name in settings.knowledge.files
+                if not Path(name).expanduser().is_absolute()]
+    if relative:
+        raise ConfigError(str(config_file), "knowledge.files", f"names {shown(relative[0], 80)!r}, "
+                          f"relative to {config_file.parent}; installed in {CONFIG_DIR} it would "
+                          "name another file: write each knowledge file's absolute path")
 
 
 def uninstall_plan(layout: Layout, runner: Runner, purge: bool) -> Plan:

@@ -357,28 +357,35 @@ class MemoryStore:
 
 def _connect_own(path: Path) -> sqlite3.Connection:
     """A read-write connection to `path`, created 0600 if missing (the mode given at creation,
-    never a chmod: a file we did not create keeps its mode). The file is opened first without
-    following a symlink and checked to be a regular file; SQLite's own open by name must then
-    find that same file."""
-    try:
-        handle = open_regular(path, os.O_RDWR | os.O_CREAT)
-    except NotRegularFileError as exc:
-        raise StoreError(path, f"it is {exc.kind}, not a database file",
-                         "point data_dir (or --db) at a regular file or a new path") from None
-    except OSError as exc:
-        raise StoreError(path, f"cannot create or open it ({exc.strerror or exc})",
-                         "make the data dir a writable directory (config data_dir)") from None
-    try:
-        ours = os.fstat(handle)
-        connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        named = os.lstat(path)
-        if (named.st_dev, named.st_ino) != (ours.st_dev, ours.st_ino):
-            connection.close()
-            raise StoreError(path, "it was replaced while it was being opened",
-                             "check who else writes in the data dir, then try again")
-        return connection
-    finally:
-        os.close(handle)
+    never a chmod: a file we did not create keeps its mode). A file that is there must be a
+    regular file (never followed: `exists_as_file`), and SQLite's own open by name must find
+    that same file.
+
+    An existing database is never opened here with a descriptor of our own: closing any
+    descriptor of a file drops every POSIX lock this process holds on it, the locks of its other
+    SQLite connections included (the agent's writer, the sync's queue). Another process (`sync
+    --once`, `sessions`) would then find the database unused, and on its close delete the WAL
+    the agent still writes: "disk I/O error", and its turns lost."""
+    if not exists_as_file(path):
+        try:
+            os.close(open_regular(path, os.O_RDWR | os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            pass  # made a moment ago by another process: checked below like any other
+        except NotRegularFileError as exc:
+            raise StoreError(path, f"it is {exc.kind}, not a database file",
+                             "point data_dir (or --db) at a regular file or a new path") from None
+        except OSError as exc:
+            raise StoreError(path, f"cannot create or open it ({exc.strerror or exc})",
+                             "make the data dir a writable directory (config data_dir)") from None
+    exists_as_file(path)
+    before = os.lstat(path)
+    connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    after = os.lstat(path)
+    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
+        connection.close()
+        raise StoreError(path, "it was replaced while it was being opened",
+                         "check who else writes in the data dir, then try again")
+    return connection
 
 
 class _Transaction:

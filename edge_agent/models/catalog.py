@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edge_agent.errors import ConfigError, ModelFileError, ModelMissingError
 from edge_agent.models import hashrecord
-from edge_agent.models.hashrecord import sha256_digest, sha256_of
+from edge_agent.models.hashrecord import sha256_of
 from edge_agent.models.manifest_schema import (
     HASHES_FILE,
     KINDS,
@@ -153,6 +153,16 @@ class Catalog:
             fix = f"run `edge-agent models fetch {spec.name}` again, or delete {model_dir}"
         else:
             fix = f"delete {model_dir}" + (f" and run `{spec.wheel.install}`" if spec.wheel else "")
+        if status.source == "wheel" and spec.wheel is not None and status.path is not None and (
+                _size(status.path) <= WHEEL_HASH_AT_LOAD_MAX):
+            checked = _wheel_mismatches(spec.wheel, status.path)
+            if checked is not None and checked[1]:  # a wheel without hashes cannot be checked
+                reinstall = spec.wheel.install.replace("pip install", "pip install "
+                                                       "--force-reinstall", 1)
+                fetch = f", or `edge-agent models fetch {spec.name}`" if spec.downloads else ""
+                raise ModelFileError(status.path, "the installed file differs from its wheel's "
+                                     "RECORD (sha256): it was changed or damaged after install",
+                                     f"Fix: `{reinstall}`{fetch}")
         if status.source == "damaged":
             raise ModelFileError(model_dir, f"the fetched copy is {status.problem}",
                                  f"Fix: {fix}")
@@ -185,6 +195,12 @@ class Catalog:
                     f"the wheel's copy {status.path} is used until the fetched copy is fetched "
                     f"again or deleted"]
         return problems
+
+
+WHEEL_HASH_AT_LOAD_MAX = 16 << 20
+"""A model taken from an installed wheel is checked against the wheel's RECORD at load when it
+is this small (the VAD, the end-of-turn model: milliseconds, once per process); bigger ones by
+`edge-agent models verify`."""
 
 
 def load_catalog(models_dir: Path, manifest: Path | None = None,
@@ -235,23 +251,30 @@ def _verify_fetched(model_dir: Path) -> list[str]:
 
 def _verify_wheel(wheel: WheelSource, path: Path) -> list[str]:
     """Check the wheel's files under `path` against the sha256s in its RECORD."""
+    checked = _wheel_mismatches(wheel, path)
+    if checked is None:
+        return [f"cannot find the installed distribution of {wheel.package}"]
+    listed, problems = checked
+    return problems if listed else [f"{path}: not listed in the wheel's RECORD"]
+
+
+def _wheel_mismatches(wheel: WheelSource, path: Path) -> tuple[int, list[str]] | None:
+    """How many of the wheel's files under `path` its RECORD lists with a hash, and those whose
+    sha256 differs; None when the distribution is not found."""
     distribution = _distribution_of(wheel.package)
     if distribution is None:
-        return [f"cannot find the installed distribution of {wheel.package}"]
+        return None
     problems = []
-    checked = 0
+    listed = 0
     for file in distribution.files or []:
         located = Path(str(file.locate()))
         if file.hash is None or not (located == path or path in located.parents):
             continue
-        expected = file.hash.value
-        actual = base64.urlsafe_b64encode(sha256_digest(located).digest()).rstrip(b"=").decode()
-        checked += 1
-        if actual != expected:
+        listed += 1
+        actual = base64.urlsafe_b64encode(bytes.fromhex(sha256_of(located))).rstrip(b"=").decode()
+        if actual != file.hash.value:
             problems.append(f"{located}: sha256 differs from the wheel's RECORD")
-    if checked == 0:
-        problems.append(f"{path}: not listed in the wheel's RECORD")
-    return problems
+    return listed, problems
 
 
 def _distribution_of(package: str) -> importlib.metadata.Distribution | None:

@@ -23,6 +23,7 @@ from edge_agent.errors import SyncError
 from edge_agent.lan import DatabaseAddress
 from edge_agent.memory.conversation_memory import iso
 from edge_agent.memory.schema import KEY_COLUMNS
+from edge_agent.printable import shown
 from edge_agent.sync.outbox import Change, VenueFact, VenueProfile, key_values
 
 SCHEMA = "edge_agent"
@@ -123,19 +124,68 @@ def connect(credentials: Credentials) -> psycopg.Connection[Any]:
         raise unreachable(credentials.address, exc) from None
 
 
+ROW_REFUSALS = ("22", "23", "54")
+"""SQLSTATE classes in which the store refuses a statement for the data it was given: a data
+exception (a NUL in text, a number out of range), an integrity constraint, a program limit (an
+index entry over its ~2 700 bytes). Sent one row at a time, such a refusal is that row's."""
+
+
+def refuses_row(exc: psycopg.Error) -> bool:
+    """Whether `exc` refuses the data sent, not the connection, the schema or the rights (the
+    client refuses some data itself, with no SQLSTATE: a NUL in text is a DataError)."""
+    return (isinstance(exc, psycopg.DataError | psycopg.IntegrityError)
+            or (exc.sqlstate or "")[:2] in ROW_REFUSALS)
+
+
+_CREDENTIALS = ("put the right password in the file sync.password_file names (or "
+                "$EDGE_AGENT_SYNC_PASSWORD), for the user in sync.url")
+_ALTERED = (f"someone changed the venue's {SCHEMA} schema by hand: restore it from a backup, "
+            f"or drop the schema {SCHEMA} (the next kiosk creates it again); the changes stay "
+            "queued meanwhile")
+_FIXES: tuple[tuple[str, str], ...] = (
+    # Decided by the SQLSTATE the server sent, never by the words of its message (they are
+    # translated, and a dropped column's message also says "does not exist").
+    ("28P01", _CREDENTIALS),  # invalid_password
+    ("28000", "allow this kiosk's user and address in the venue's pg_hba.conf, or fix the user "
+              "in sync.url"),  # invalid_authorization_specification
+    ("3D000", "create the database on the venue's PostgreSQL (CREATE DATABASE ... OWNER the "
+              "user in sync.url), or fix its name in sync.url"),  # invalid_catalog_name
+    ("42P01", _ALTERED),  # undefined_table
+    ("42703", _ALTERED),  # undefined_column
+    ("42804", _ALTERED),  # datatype_mismatch
+    ("42501", f"grant the user in sync.url the rights on the database and the {SCHEMA} schema "
+              "(the first kiosk creates it: CREATE on the database; then the schema's owner)"),
+    ("57P", "the venue's PostgreSQL is shutting down or restarting: the changes stay queued "
+            "and are sent when it answers"),  # admin_shutdown, crash_shutdown, cannot_connect_now
+    ("53", "the venue's PostgreSQL is out of a resource (disk, memory, connections): its "
+           "administrator must make room; the changes stay queued"),
+)
+_NETWORK = ("check that PostgreSQL runs there and listens on that address (listen_addresses, "
+            "pg_hba.conf); the changes stay queued and are sent when it answers")
+_TLS = "check sync.url's sslmode and sslrootcert options against the server's certificate"
+
+
 def unreachable(address: DatabaseAddress, exc: BaseException) -> SyncError:
-    """`exc` from psycopg as a SyncError with what to do about it."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if "password authentication failed" in text or "no password supplied" in text:
-        fix = ("put the right password in the file sync.password_file names (or "
-               "$EDGE_AGENT_SYNC_PASSWORD), for the user in sync.url")
-    elif "does not exist" in text:
-        fix = "create the database and its user on the venue's PostgreSQL, or fix sync.url"
+    """`exc` from psycopg as a SyncError with what to do about it, chosen by its SQLSTATE. A
+    connection the server refused has none (libpq keeps only the server's message): then by
+    what libpq says it did (asked for a password it did not have) and by the server's own
+    words about what the kiosk named (its database, its user)."""
+    text = shown(" ".join(str(exc).split()), 500) or type(exc).__name__
+    code = getattr(exc, "sqlstate", None) or ""
+    fix = next((fix for prefix, fix in _FIXES if code.startswith(prefix)), None)
+    if code:
+        fix = fix or (f"the venue's PostgreSQL refused edge-agent's statement (SQLSTATE {code}); "
+                      "the changes stay queued: show this to its administrator")
+        return SyncError(address.shown, f"{text} (SQLSTATE {code})", fix)
+    connection = getattr(exc, "pgconn", None)
+    if getattr(connection, "needs_password", False) or "password authentication failed" in text:
+        fix = _CREDENTIALS
+    elif f'database "{address.database}" does not exist' in text:
+        fix = dict(_FIXES)["3D000"]
     elif "SSL" in text or "certificate" in text:
-        fix = "check sync.url's sslmode and sslrootcert options against the server's certificate"
+        fix = _TLS
     else:
-        fix = ("check that PostgreSQL runs there and listens on that address (listen_addresses, "
-               "pg_hba.conf); the changes stay queued and are sent when it answers")
+        fix = _NETWORK
     return SyncError(address.shown, text, fix)
 
 
@@ -175,10 +225,17 @@ def prepare(connection: psycopg.Connection[Any], address: DatabaseAddress, kiosk
 
 def check_version(connection: psycopg.Connection[Any], address: DatabaseAddress) -> int:
     """The venue schema's version; SyncError if a newer edge-agent wrote it (checked before
-    every pass: another kiosk may upgrade it while this one is connected)."""
+    every pass: another kiosk may upgrade it while this one is connected), or if it holds what
+    no edge-agent writes (a version below 0, a fraction, text: edited by hand)."""
     with connection.transaction():
         row = connection.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
-    found = int(row[0]) if row and row[0] is not None else 0
+    found = row[0] if row else None
+    if found is None:
+        return 0
+    if isinstance(found, bool) or not isinstance(found, int) or found < 0:
+        raise SyncError(address.shown, f"its {SCHEMA}.schema_version holds "
+                        f"{shown(repr(found), 80)}, which no edge-agent writes (a whole "
+                        f"number, 0 to {SCHEMA_VERSION} for this one)", _ALTERED)
     if found > SCHEMA_VERSION:
         raise SyncError(address.shown, f"its {SCHEMA} schema is version {found}, from a newer "
                         f"edge-agent (this one knows up to {SCHEMA_VERSION})",

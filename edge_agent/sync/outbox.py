@@ -59,7 +59,7 @@ class Backlog:
     waiting: int
     """Rows waiting to be sent."""
     refused: int
-    """Rows the venue's store refused (kept; sent again by `sync --once --resend`)."""
+    """Rows the venue's store refused (kept; sent again by `sync --once --resend-refused`)."""
     oldest_at: float | None
     """Unix time of the oldest waiting change."""
     queue: int

@@ -6,8 +6,10 @@ queue is empty, then, at most every `PULL_S`, takes the venue's newer facts and 
 failure (unreachable, dropped mid-batch, restarted, credentials, a newer schema) ends the pass:
 the batch's transaction never committed, so its rows are still queued, and the next pass sends
 them again (upserts: nothing is stored twice). Passes that fail wait longer each time, up to
-`MAX_WAIT_S`. A row the store refuses as data (it breaks a constraint) is set aside in the
-queue with the reason, so it cannot hold up the rows after it; `sync status` lists it.
+`MAX_WAIT_S`. A row the store refuses (`central.refuses_row`: bad data, a broken constraint,
+a value over one of the store's limits, such as an index entry's size) is set aside in the
+queue with the SQLSTATE and the reason, so it cannot hold up the rows after it; `sync status`
+lists it.
 
 One line (`notify`) says when the store stops answering, when it answers again, and when the
 backlog passes `[sync] max_backlog`: once per change, never per attempt.
@@ -30,6 +32,7 @@ from edge_agent import __version__
 from edge_agent.config import ANONYMOUS
 from edge_agent.errors import SyncError
 from edge_agent.memory.conversation_memory import iso, utc_now
+from edge_agent.printable import shown
 from edge_agent.sync import central
 from edge_agent.sync.central import Credentials
 from edge_agent.sync.outbox import Change, Outbox
@@ -184,14 +187,19 @@ class VenueSync:
         try:
             central.send(connection, kiosk, batch)
             accepted = batch
-        except (psycopg.errors.DataError, psycopg.errors.IntegrityError):
+        except psycopg.Error as exc:
+            if not central.refuses_row(exc):
+                raise
             accepted = []  # one row is bad: find which, row by row, and set it aside
             for change in batch:
                 try:
                     central.send(connection, kiosk, [change])
                     accepted.append(change)
-                except (psycopg.errors.DataError, psycopg.errors.IntegrityError) as exc:
-                    reason = " ".join(str(exc).split())
+                except psycopg.Error as refusal:
+                    if not central.refuses_row(refusal):
+                        raise
+                    said = shown(" ".join(str(refusal).split()), 300)
+                    reason = f"{refusal.sqlstate}: {said}" if refusal.sqlstate else said
                     self.outbox.refuse(change, reason)
                     done.refused += 1
                     log.warning("sync: the venue's store refused %s %s: %s", change.table,

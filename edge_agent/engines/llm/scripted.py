@@ -44,6 +44,9 @@ class ScriptedLanguageModel:
     def __init__(self, replies: Sequence[ScriptedReply]) -> None:
         self._replies = list(replies)
         self._next = 0
+        self._last_took = False
+        """Whether the latest request took an entry (one that found the script run out took
+        none, and withdrawing it must give nothing back)."""
 
     @property
     def exhausted(self) -> bool:
@@ -72,11 +75,14 @@ class ScriptedLanguageModel:
     def withdraw(self) -> None:
         """The latest reply was not used (a speculative request thrown away): the next request
         gets it again."""
-        self._next = max(0, self._next - 1)
+        if self._last_took:
+            self._next -= 1
+            self._last_took = False
 
     def stream(self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
                ) -> Iterator[str | ToolCall]:
-        if self.exhausted:
+        self._last_took = not self.exhausted
+        if not self._last_took:
             return
         reply = self._replies[self._next]
         self._next += 1

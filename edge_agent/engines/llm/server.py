@@ -38,8 +38,8 @@ one without `[DONE]` (its answer to a prompt longer than its context), is a fail
 complete reply. Each later piece must come within `stall_s`; a reply holds at most what
 `max_tokens` allows by the kiosk's own count (`_Allowance`: a server may ignore it), at most
 `MAX_CALLS` calls of bounded arguments, and only storable text (lone surrogates, which a JSON
-escape can make, are replaced; each of these is said once). The API key (a file, or `$EDGE_AGENT_LLM_API_KEY`) is sent as a bearer token
-and never appears in a message or a log.
+escape can make, are replaced; each of these is said once). The API key (a file, or
+`$EDGE_AGENT_LLM_API_KEY`) is sent as a bearer token and never appears in a message or a log.
 """
 
 from __future__ import annotations
