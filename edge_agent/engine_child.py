@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edge_agent.child_probe import forbid_core_files
 from edge_agent.config import Config
 from edge_agent.errors import EdgeAgentError
 from edge_agent.machine import memory_kb
+from edge_agent.machine.child_probe import forbid_core_files
 
 
 def _say(stage: str, **fields: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from edge_agent.files import UnsafePathError
 from edge_agent.printable import clip, shown
 
 
@@ -71,6 +70,11 @@ class EngineError(EdgeAgentError):
     """An engine failed to load or to run."""
 
     exit_code = 6
+
+
+class UnsafePathError(OSError):
+    """A path we would write (or open as our own) is a symlink, a device, a FIFO or a directory
+    (raised by `files`; its message says what the path is and what to do)."""
 
 
 class OutputError(EdgeAgentError):

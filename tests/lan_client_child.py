@@ -11,9 +11,9 @@ import json
 import sys
 import time
 
+from edge_agent.config.lan import parse_server_url
 from edge_agent.engines.llm.server import ServerLanguageModel, ServerUnavailable
 from edge_agent.errors import EngineError
-from edge_agent.lan import parse_server_url
 
 
 def main(url: str, timeout_s: float) -> None:

@@ -226,3 +226,13 @@ def test_no_event_is_matched_by_its_type_name() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Constant) and node.value in EVENT_TYPES}
     assert named == set()
+
+
+LOOSE_MODULES_MAX = 12
+
+
+def test_the_top_of_the_package_stays_lean() -> None:
+    """What belongs together lives in a package (config/, files/, machine/): a newcomer
+    opening edge_agent/ meets the architecture, not a drawer of helpers."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if not p.name.startswith("__"))
+    assert len(loose) <= LOOSE_MODULES_MAX, loose

@@ -20,7 +20,6 @@ from typing import Any, ClassVar
 
 import pytest
 
-from edge_agent import child_probe
 from edge_agent.audio import portaudio_start, pyaudio_io
 from edge_agent.audio.portaudio_start import (
     SYSTEM_ALSA_CONF,
@@ -30,6 +29,7 @@ from edge_agent.audio.portaudio_start import (
 )
 from edge_agent.audio.pyaudio_io import find_device
 from edge_agent.errors import AudioDeviceError
+from edge_agent.machine import child_probe
 from tests.cli import command
 from tests.test_run_pulseaudio import write_scripted_config
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from edge_agent.config import Config
-from edge_agent.config_file import parse_config
-from edge_agent.validate import has_visible_text
+from edge_agent.config.file import parse_config
+from edge_agent.config.validate import has_visible_text
 from tests.cli import edge_agent
 
 REPO = Path(__file__).resolve().parent.parent

@@ -55,7 +55,7 @@ _DOCTOR = """\
 import argparse, sys
 from pathlib import Path
 from edge_agent.cli import doctor as cli_doctor
-from edge_agent.config_file import load_config
+from edge_agent.config.file import load_config
 from edge_agent.errors import EdgeAgentError
 parser = argparse.ArgumentParser(prog="edge-agent")
 parser.add_argument("-c", "--config", type=Path)

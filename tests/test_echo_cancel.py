@@ -12,7 +12,7 @@ from edge_agent.app import microphone_processing
 from edge_agent.audio.echo_cancel import WebRtcProcessing
 from edge_agent.audio.room import Room, RoomNoise
 from edge_agent.config import Config
-from edge_agent.config_file import parse_config
+from edge_agent.config.file import parse_config
 from edge_agent.errors import ConfigError
 
 RATE = 16000

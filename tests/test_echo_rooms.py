@@ -12,7 +12,7 @@ import pytest
 
 from edge_agent.bench.wer import normalize, word_errors
 from edge_agent.config import Config
-from edge_agent.config_file import parse_config
+from edge_agent.config.file import parse_config
 from edge_agent.events import (
     Backchannel,
     BargeIn,

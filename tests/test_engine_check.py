@@ -149,7 +149,7 @@ def test_a_passed_check_is_remembered_for_this_build_cpu_and_model(
 
 
 def test_signal_names_say_what_happened() -> None:
-    from edge_agent.child_probe import signal_name
+    from edge_agent.machine.child_probe import signal_name
 
     assert signal_name(signal.SIGILL) == "SIGILL (illegal instruction)"
     assert signal_name(signal.SIGTERM) == "SIGTERM"

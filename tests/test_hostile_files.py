@@ -18,8 +18,7 @@ import pytest
 
 from edge_agent.audio.pcm import read_wav, write_wav
 from edge_agent.audio.unit_audio import UnitAudioWriter
-from edge_agent.errors import OutputError
-from edge_agent.files import UnsafePathError
+from edge_agent.errors import OutputError, UnsafePathError
 from edge_agent.heard.ledger import Finalize
 from tests.cli import edge_agent, write_config
 from tests.inspect_sessions import SessionBuilder, store_record

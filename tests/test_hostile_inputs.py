@@ -23,7 +23,7 @@ import pytest
 
 from edge_agent.cli import main
 from edge_agent.config import Config
-from edge_agent.config_file import _BOUNDS, _CHOICES, _TEXT, load_config
+from edge_agent.config.file import _BOUNDS, _CHOICES, _TEXT, load_config
 from edge_agent.console import CONSOLE_LINE_MAX, describe
 from edge_agent.datadir import LOCK_NAME, data_dir_lock
 from edge_agent.errors import AlreadyRunningError
@@ -382,7 +382,7 @@ def test_a_second_live_agent_on_the_same_data_dir_is_refused(
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     config = write_config(tmp_path, name="c.toml")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom edge_agent.config_file import load_config\n"
+        [sys.executable, "-c", "import sys\nfrom edge_agent.config.file import load_config\n"
          "from edge_agent.datadir import data_dir_lock\n"
          f"with data_dir_lock(load_config(__import__('pathlib').Path({str(config)!r}))):\n"
          "    print('held', flush=True)\n    sys.stdin.read()\n"],

@@ -20,12 +20,12 @@ import pytest
 
 from edge_agent.cli.bench import results_path
 from edge_agent.cli.main import _parser
-from edge_agent.config_file import load_config
+from edge_agent.config.file import load_config
 from edge_agent.demo.callfile import MAX_CALLER_LINES, MAX_SAY_CHARS, load_call
 from edge_agent.errors import ConfigError
 from edge_agent.inspect.layout import MAX_STRIPS, AxisTooLongError, strips
 from edge_agent.memory.record import SessionRecord
-from edge_agent.record_check import MAX_MS
+from edge_agent.memory.record_check import MAX_MS
 from edge_agent.replay.run import MAX_REPLAY_S, replay_timeline
 from tests.cli import edge_agent, write_config
 from tests.inspect_sessions import SessionBuilder, store_record

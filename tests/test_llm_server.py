@@ -14,7 +14,8 @@ import pytest
 
 from edge_agent.bench.lan import run_lan, table
 from edge_agent.clock import VirtualClock
-from edge_agent.config_file import load_config
+from edge_agent.config.file import load_config
+from edge_agent.config.lan import API_KEY_VARIABLE, parse_server_url
 from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.engines.base import MAX_TOOL_ARGUMENTS, ToolCall, ToolSpec
 from edge_agent.engines.llm.fallback import RETRY_S, FallbackLanguageModel
@@ -24,7 +25,6 @@ from edge_agent.engines.llm.server import (
     read_api_key,
 )
 from edge_agent.errors import ConfigError, EngineError
-from edge_agent.lan import API_KEY_VARIABLE, parse_server_url
 from tests.cli import edge_agent, write_config
 from tests.fakes import FakeLanguageModel
 from tests.llama_server import free_port

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from edge_agent.clock import MonotonicClock
+from edge_agent.config.lan import parse_server_url
 from edge_agent.engines.base import ToolCall, ToolSpec
 from edge_agent.engines.llm.fallback import FallbackLanguageModel
 from edge_agent.engines.llm.http_stream import MAX_LINE_BYTES
@@ -27,7 +28,6 @@ from edge_agent.engines.llm.server import (
     ServerUnavailable,
 )
 from edge_agent.errors import EngineError
-from edge_agent.lan import parse_server_url
 from tests.fakes import FakeLanguageModel
 from tests.sse_server import ScriptedChatServer, piece, sse
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from edge_agent.clock import VirtualClock
+from edge_agent.config.lan import parse_server_url
 from edge_agent.conversation.builtin_tools import load_tools
 from edge_agent.engines.base import ChatMessage, ToolCall
 from edge_agent.engines.llm.fallback import RETRY_S, FallbackLanguageModel
 from edge_agent.engines.llm.llama import LlamaLanguageModel
 from edge_agent.engines.llm.server import ServerLanguageModel
 from edge_agent.events import Notice
-from edge_agent.lan import parse_server_url
 from tests.cli import edge_agent, write_config
 from tests.llama_server import LlamaServer
 from tests.logged import read_events

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.cli import main
-from edge_agent.config_file import load_config
+from edge_agent.config.file import load_config
 from edge_agent.errors import ConfigError, StoreError
 from edge_agent.events import Notice, UnitFinalized
 from edge_agent.memory.kept_audio import kept_audio

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.files import NotRegularFileError, UnsafePathError, open_regular
+from edge_agent.errors import UnsafePathError
+from edge_agent.files import NotRegularFileError, open_regular
 
 
 def _open_descriptors() -> set[str]:

@@ -13,7 +13,8 @@ import pytest
 
 from edge_agent.cli import service as cli_service
 from edge_agent.config import Config
-from edge_agent.config_file import parse_config
+from edge_agent.config.file import parse_config
+from edge_agent.config.lan import network_allowance
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import CommandResult, run_plan
 from edge_agent.installer.unit import (
@@ -24,7 +25,6 @@ from edge_agent.installer.unit import (
     service_config,
     uninstall_plan,
 )
-from edge_agent.lan import network_allowance
 
 ROOT = Path(__file__).resolve().parent.parent
 EXECUTABLE = ["/opt/edge-agent/venv/bin/edge-agent"]

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from edge_agent.bench.postgres_rig import PASSWORD, LocalPostgres
+from edge_agent.config.lan import parse_database_url
 from edge_agent.errors import SyncError
-from edge_agent.lan import parse_database_url
 from edge_agent.memory.schema import QUEUE_DELETIONS, QUEUE_ON
 from edge_agent.memory.store import MemoryStore
 from edge_agent.sync import central

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.config_file import KEY_TEXT_MAX, parse_config
-from edge_agent.engines.llm.server import read_api_key
-from edge_agent.errors import ConfigError
-from edge_agent.lan import (
+from edge_agent.config.file import KEY_TEXT_MAX, parse_config
+from edge_agent.config.lan import (
     SECRET_MAX_BYTES,
     SYNC_PASSWORD_VARIABLE,
     parse_database_url,
     read_secret,
 )
+from edge_agent.engines.llm.server import read_api_key
+from edge_agent.errors import ConfigError
 from tests.cli import edge_agent, write_config
 
 

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 
 from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.config import Config
+from edge_agent.config.lan import (
+    parse_server_url,
+)
 from edge_agent.conversation.agent import Engines
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer
 from edge_agent.engines.cpu_share import CpuShare, ProcLoadMeter, usable_cores
@@ -25,9 +28,6 @@ from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable
 from edge_agent.engines.turn_end import SmartTurn
 from edge_agent.engines.vad import SileroVad
 from edge_agent.errors import ConfigError, ModelFileError
-from edge_agent.lan import (
-    parse_server_url,
-)
 from edge_agent.models.catalog import Catalog, load_catalog
 
 if TYPE_CHECKING:

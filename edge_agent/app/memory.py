@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 from edge_agent.app.conversation import ConversationParts
 from edge_agent.config import Config
+from edge_agent.config.lan import (
+    SYNC_PASSWORD_VARIABLE,
+    parse_database_url,
+    read_secret,
+)
 from edge_agent.engines.base import LanguageModel
 from edge_agent.engines.llm.fallback import FallbackLanguageModel
 from edge_agent.engines.llm.llama import LlamaLanguageModel
 from edge_agent.errors import ConfigError
 from edge_agent.events import EventLog, Notice
-from edge_agent.lan import (
-    SYNC_PASSWORD_VARIABLE,
-    parse_database_url,
-    read_secret,
-)
 from edge_agent.memory.conversation_memory import (
     ConversationMemory,
     iso,

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.child_probe import python_child_env, read_tail, run_child, scratch_file
 from edge_agent.errors import AudioDeviceError
+from edge_agent.machine.child_probe import python_child_env, read_tail, run_child, scratch_file
 
 SYSTEM_ALSA_CONF = Path("/usr/share/alsa/alsa.conf")
 PROBE_TIMEOUT = 30.0
@@ -52,7 +52,7 @@ _NOISE = re.compile(
     r"jack server is not running|JackShmReadWritePtr|Cannot connect to server (socket|request)")
 """JACK's complaints when no JACK server runs: printed on every start, never the cause."""
 _PROBE = (
-    "from edge_agent.child_probe import forbid_core_files\n"
+    "from edge_agent.machine.child_probe import forbid_core_files\n"
     "forbid_core_files()\n"
     "from pyaudio import _portaudio as pa\n"
     "pa.initialize()\n"

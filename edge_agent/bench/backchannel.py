@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.audio.pcm import resample
+from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.conversation.backchannel import LANGUAGES, BackchannelClassifier, Verdict
 from edge_agent.conversation.voice_shape import voice_shape
 from edge_agent.demo.voices import RATE, VOICES, Voice, speak
 from edge_agent.engines.base import SpeechRecognizer
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.errors import ConfigError
-from edge_agent.tomlfile import parse_toml, read_text
 
 CORPUS = Path(__file__).with_name("backchannel_corpus.toml")
 """The built-in corpus."""

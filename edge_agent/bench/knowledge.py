@@ -34,6 +34,7 @@ from edge_agent.bench.stats import summarize
 from edge_agent.bench.stt import transcribe
 from edge_agent.bench.wer import word_error_rate
 from edge_agent.config import Config
+from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.demo.voices import VOICES, speak
 from edge_agent.engines.base import LanguageModel, SpeechRecognizer, ToolCall
 from edge_agent.engines.tts import PiperSpeech
@@ -43,7 +44,6 @@ from edge_agent.knowledge.index import KnowledgeIndex
 from edge_agent.knowledge.live import VenueKnowledge
 from edge_agent.memory.context import MemoryContext
 from edge_agent.memory.store import MemoryStore
-from edge_agent.tomlfile import parse_toml, read_text
 
 QUESTIONS = Path(__file__).with_name("venue") / "questions.toml"
 """The built-in question set (its `files` are the venue's)."""

@@ -22,10 +22,10 @@ from typing import Any, TypedDict
 
 from edge_agent.bench.stats import summarize
 from edge_agent.clock import MonotonicClock
+from edge_agent.config.lan import ServerAddress
 from edge_agent.engines.base import ChatMessage, LanguageModel, ToolCall
 from edge_agent.engines.llm.fallback import FallbackLanguageModel
 from edge_agent.engines.llm.server import ServerLanguageModel
-from edge_agent.lan import ServerAddress
 
 SYSTEM = "You are the voice of a restaurant's kiosk. Answer in one or two short sentences."
 QUESTIONS = ("What time do you open?", "Do you have a table for four tonight?",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from edge_agent.config import ANONYMOUS
-from edge_agent.lan import parse_database_url
+from edge_agent.config.lan import parse_database_url
 from edge_agent.memory.store import MemoryStore
 from edge_agent.sync.central import Credentials
 from edge_agent.sync.outbox import Outbox

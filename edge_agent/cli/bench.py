@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from edge_agent.bench import sizes
 from edge_agent.cli.args import busy_count, positive_int, seconds
 from edge_agent.config import Config
-from edge_agent.jsonfile import write_json
+from edge_agent.files.jsonfile import write_json
 
 if TYPE_CHECKING:
     from edge_agent.bench.workbench import Workbench

@@ -32,7 +32,7 @@ from edge_agent.config import Config
 from edge_agent.doctor.report import CheckRecord, DoctorRecord
 from edge_agent.doctor.run import run_doctor
 from edge_agent.errors import EdgeAgentError
-from edge_agent.jsonfile import check_writable, json_text, write_json
+from edge_agent.files.jsonfile import check_writable, json_text, write_json
 
 
 def add_parser(commands: Any) -> None:

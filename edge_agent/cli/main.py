@@ -24,9 +24,9 @@ from edge_agent.cli.memory import add_parsers as add_memory_parsers
 from edge_agent.cli.service import add_parsers as add_service_parsers
 from edge_agent.cli.sync import add_parser as add_sync_parser
 from edge_agent.config import Config
-from edge_agent.config_file import load_config
+from edge_agent.config.file import load_config
 from edge_agent.errors import EdgeAgentError, OutputError
-from edge_agent.jsonfile import check_writable, write_json
+from edge_agent.files.jsonfile import check_writable, write_json
 from edge_agent.memory.record import SessionRecord
 from edge_agent.service.journal import (
     StderrLines,

@@ -19,7 +19,7 @@ from typing import Any
 
 from edge_agent.config import Config
 from edge_agent.errors import ConfigError
-from edge_agent.jsonfile import json_text, write_json
+from edge_agent.files.jsonfile import json_text, write_json
 from edge_agent.memory.consolidate import consolidate
 from edge_agent.memory.context import KEY_NAMES
 from edge_agent.memory.database_file import database_error, exists_as_file

@@ -14,7 +14,7 @@ from typing import Any
 
 from edge_agent.config import Config
 from edge_agent.errors import ConfigError
-from edge_agent.jsonfile import json_text
+from edge_agent.files.jsonfile import json_text
 from edge_agent.printable import escape_controls
 from edge_agent.sync.status import status_record
 

@@ -54,12 +54,12 @@ from edge_agent.audio.room import (
     NOISE_KINDS,
     Room,
 )
+from edge_agent.config.tomlfile import parse_toml, read_text
+from edge_agent.config.validate import Bounds, TextRule, check_value, warn
 from edge_agent.conversation.builtin_tools import BUILTIN
 from edge_agent.demo.talkers import AGENT_VOICE, LEVEL_DB_RANGE, TALKER_VOICES, Talker
 from edge_agent.engines.llm.scripted import ScriptedReply, parse_replies
 from edge_agent.errors import ConfigError
-from edge_agent.tomlfile import parse_toml, read_text
-from edge_agent.validate import Bounds, TextRule, check_value, warn
 
 DEFAULT_CALL = "luigis.toml"
 _TRIGGERS = ("at", "after_agent_done", "barge_in_after")

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edge_agent import __version__
-from edge_agent.child_probe import python_child_env, run_child
 from edge_agent.config import Config
-from edge_agent.config_file import SEARCH_PATHS, load_config
+from edge_agent.config.file import SEARCH_PATHS, load_config
 from edge_agent.doctor import venue
 from edge_agent.doctor.report import (
     FULL_DISK,
@@ -47,6 +46,7 @@ from edge_agent.doctor.report import (
 from edge_agent.engines.cpu_share import usable_cores
 from edge_agent.errors import ConfigError
 from edge_agent.machine import cpu_model, load_average, memory_bytes
+from edge_agent.machine.child_probe import python_child_env, run_child
 
 
 def run_doctor(config: Config | None, config_path: Path | None, quick: bool,
@@ -208,7 +208,7 @@ def _data_dir_line(config: Config) -> CheckRecord:
 
 _ECHO_CANCEL_CHILD = (
     "import importlib.metadata, json\n"
-    "from edge_agent.child_probe import forbid_core_files\n"
+    "from edge_agent.machine.child_probe import forbid_core_files\n"
     "forbid_core_files()\n"
     "from edge_agent.audio.device import MIC_FRAME, MIC_RATE\n"
     "from edge_agent.audio.echo_cancel import WebRtcProcessing\n"

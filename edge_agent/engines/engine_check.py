@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.child_probe import ChildOutcome, python_child_env, run_child
 from edge_agent.config import Config
 from edge_agent.engines import llama_build
 from edge_agent.errors import EdgeAgentError, EngineError
 from edge_agent.machine import cpu_model
+from edge_agent.machine.child_probe import ChildOutcome, python_child_env, run_child
 from edge_agent.printable import clip
 
 CHECK_TIMEOUT_S = 300.0
@@ -208,7 +208,7 @@ def _remembered(cache: Path) -> list[str]:
 
 
 def _remember(cache: Path, key: str) -> None:
-    from edge_agent.jsonfile import write_json
+    from edge_agent.files.jsonfile import write_json
 
     kept = [*[k for k in _remembered(cache) if k != key][-7:], key]  # a few builds and models
     with contextlib.suppress(EdgeAgentError):  # not remembered: the next start checks again

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.events import LoggedEvent, event_json
+from edge_agent.files.jsonfile import write_private
 from edge_agent.inspect.layout import StripBudget
 from edge_agent.inspect.model import RunView, Timeline, TurnRow, UnitView
 from edge_agent.inspect.strip import Items, strip_svg
-from edge_agent.jsonfile import write_private
 
 _STAGE_COLUMNS = (("turn_end", "end detected"), ("transcript", "transcript"),
                   ("first_token", "first token"), ("first_audio", "first audio"))

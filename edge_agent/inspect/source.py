@@ -13,14 +13,14 @@ import json
 import sqlite3
 from pathlib import Path
 
+from edge_agent.config.tomlfile import read_text
 from edge_agent.errors import ConfigError
 from edge_agent.files import RECORD_FILE_LIMIT
 from edge_agent.memory.database_file import database_error
 from edge_agent.memory.kept_audio import AudioClip, kept_audio
 from edge_agent.memory.record import SessionRecord, named_session, require_database, session_record
+from edge_agent.memory.record_check import DATABASE_HINT, checked, checked_clips
 from edge_agent.memory.store import MemoryStore
-from edge_agent.record_check import DATABASE_HINT, checked, checked_clips
-from edge_agent.tomlfile import read_text
 
 
 def read_session(db_path: Path, session_id: str) -> tuple[SessionRecord, list[AudioClip]]:

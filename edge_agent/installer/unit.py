@@ -21,7 +21,9 @@ from pathlib import Path
 
 import edge_agent
 from edge_agent.config import Config
-from edge_agent.config_file import load_config, parse_config
+from edge_agent.config.file import load_config, parse_config
+from edge_agent.config.lan import Resolve, lan_hosts, network_allowance
+from edge_agent.config.tomlfile import read_text
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import (
     Command,
@@ -32,9 +34,7 @@ from edge_agent.installer.steps import (
     Step,
     WriteFile,
 )
-from edge_agent.lan import Resolve, lan_hosts, network_allowance
 from edge_agent.printable import shown
-from edge_agent.tomlfile import read_text
 
 SERVICE = "edge-agent.service"
 USER = "edge-agent"

@@ -17,6 +17,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
+from edge_agent.config.validate import TextRule, check_text
 from edge_agent.errors import ConfigError
 from edge_agent.files import TooLargeError, read_capped
 from edge_agent.knowledge.entries import (
@@ -33,7 +34,6 @@ from edge_agent.knowledge.entries import (
 from edge_agent.knowledge.hours import Schedule
 from edge_agent.knowledge.markdown import read_markdown
 from edge_agent.knowledge.toml_source import read_toml
-from edge_agent.validate import TextRule, check_text
 
 
 def read_source(path: Path) -> tuple[Source, bytes]:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from edge_agent.config.tomlfile import parse_toml
 from edge_agent.errors import ConfigError
 from edge_agent.knowledge.entries import (
     FACT,
@@ -24,7 +25,6 @@ from edge_agent.knowledge.entries import (
     check_answer,
 )
 from edge_agent.knowledge.hours import HoursError, Schedule, parse_schedule
-from edge_agent.tomlfile import parse_toml
 
 _TOML_TABLES = ("venue", "hours", "facts", "faq", "synonyms")
 

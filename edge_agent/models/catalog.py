@@ -8,6 +8,7 @@ warning), and with no wheel it is an error that says how to get a good copy.
 from __future__ import annotations
 
 import base64
+import functools
 import importlib.metadata
 import importlib.resources
 import importlib.util
@@ -15,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.errors import ConfigError, ModelFileError, ModelMissingError
 from edge_agent.models import hashrecord
 from edge_agent.models.hashrecord import sha256_of
@@ -26,7 +28,6 @@ from edge_agent.models.manifest_schema import (
     WheelSource,
     parse_manifest,
 )
-from edge_agent.tomlfile import parse_toml, read_text
 
 __all__ = ["HASHES_FILE", "KINDS", "Catalog", "Download", "ModelSpec", "ModelStatus",
            "WheelSource", "load_catalog", "sha256_of"]
@@ -277,6 +278,7 @@ def _wheel_mismatches(wheel: WheelSource, path: Path) -> tuple[int, list[str]] |
     return listed, problems
 
 
+@functools.cache
 def _distribution_of(package: str) -> importlib.metadata.Distribution | None:
     for name in importlib.metadata.packages_distributions().get(package, []):
         return importlib.metadata.distribution(name)

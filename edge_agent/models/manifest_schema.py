@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from edge_agent.config.validate import TextRule, check_value
 from edge_agent.errors import ConfigError
 from edge_agent.printable import shown
-from edge_agent.validate import TextRule, check_value
 
 KINDS = ("vad", "stt", "llm", "tts", "turn")
 HASHES_FILE = ".sha256"

@@ -16,12 +16,12 @@ from typing import TypedDict
 from edge_agent.config import Config
 from edge_agent.errors import ConfigError
 from edge_agent.events import CallerSpoke, PlaybackStarted, UserSpeechStarted
-from edge_agent.jsonfile import write_json
+from edge_agent.files.jsonfile import write_json
 from edge_agent.memory.kept_audio import kept_audio
 from edge_agent.memory.record import record_events, session_record
+from edge_agent.memory.record_check import DATABASE_HINT, checked, checked_clips
 from edge_agent.memory.store import MemoryStore
 from edge_agent.printable import escape_controls
-from edge_agent.record_check import DATABASE_HINT, checked, checked_clips
 from edge_agent.replay import EXIT_DIFFERS
 from edge_agent.replay.decisions import Decision, Row, differences
 from edge_agent.replay.placement import LineRecord, ReplayLine, line_record

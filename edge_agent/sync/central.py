@@ -19,8 +19,8 @@ from typing import Any
 
 import psycopg
 
+from edge_agent.config.lan import DatabaseAddress
 from edge_agent.errors import SyncError
-from edge_agent.lan import DatabaseAddress
 from edge_agent.memory.conversation_memory import iso
 from edge_agent.memory.schema import KEY_COLUMNS
 from edge_agent.printable import shown
@@ -114,7 +114,9 @@ def connect(credentials: Credentials) -> psycopg.Connection[Any]:
         # A dropped network fails a send within the timeout instead of TCP's minutes.
         "tcp_user_timeout": credentials.timeout_ms, "keepalives": 1,
         "keepalives_idle": timeout_s, "keepalives_interval": timeout_s, "keepalives_count": 2,
-        "options": f"-c statement_timeout={credentials.timeout_ms}",
+        # A commit is acknowledged only once it is on the server's disk, whatever the venue's
+        # default: the kiosk deletes the rows it sent on that acknowledgement.
+        "options": f"-c statement_timeout={credentials.timeout_ms} -c synchronous_commit=on",
     }
     if credentials.password is not None:
         extra["password"] = credentials.password

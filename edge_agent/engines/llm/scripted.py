@@ -11,10 +11,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_agent.config.tomlfile import parse_toml, read_text
+from edge_agent.config.validate import TextRule, check_text
 from edge_agent.engines.base import ChatMessage, ToolCall, ToolSpec
 from edge_agent.errors import ConfigError
-from edge_agent.tomlfile import parse_toml, read_text
-from edge_agent.validate import TextRule, check_text
 
 
 @dataclass(frozen=True)

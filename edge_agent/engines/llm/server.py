@@ -55,6 +55,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
+from edge_agent.config.lan import API_KEY_VARIABLE, ServerAddress, read_secret
 from edge_agent.engines.base import MAX_TOOL_ARGUMENTS, ChatMessage, ToolCall, ToolSpec
 from edge_agent.engines.llm.http_stream import (
     Now,
@@ -66,7 +67,6 @@ from edge_agent.engines.llm.http_stream import (
 )
 from edge_agent.engines.llm.tool_replies import JsonReplyReader, ToolFormats
 from edge_agent.errors import EngineError
-from edge_agent.lan import API_KEY_VARIABLE, ServerAddress, read_secret
 from edge_agent.printable import shown, storable
 
 log = logging.getLogger("edge_agent")

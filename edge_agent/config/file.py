@@ -12,12 +12,11 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from edge_agent import validate
-from edge_agent.config import STT_ENGINES, Config, LlmConfig
+from edge_agent.config import STT_ENGINES, Config, LlmConfig, validate
+from edge_agent.config.lan import parse_database_url, parse_server_url
+from edge_agent.config.tomlfile import parse_toml, read_text
+from edge_agent.config.validate import Bounds, TextRule
 from edge_agent.errors import ConfigError
-from edge_agent.lan import parse_database_url, parse_server_url
-from edge_agent.tomlfile import parse_toml, read_text
-from edge_agent.validate import Bounds, TextRule
 
 CONFIG_ENV = "EDGE_AGENT_CONFIG"
 SEARCH_PATHS = (Path("/etc/edge-agent/edge-agent.toml"),)

@@ -20,6 +20,8 @@ import os
 import stat
 from pathlib import Path
 
+from edge_agent.errors import UnsafePathError
+
 KIB = 1024
 MIB = 1024 * KIB
 
@@ -29,10 +31,6 @@ TEXT_FILE_LIMIT = 1 * MIB
 RECORD_FILE_LIMIT = 256 * MIB
 """A session record (`demo --json`, `sessions show --json`): a day-long session with every
 event is tens of MB."""
-
-
-class UnsafePathError(OSError):
-    """A path we would write (or open as our own) is a symlink, a device, a FIFO or a directory."""
 
 
 class TooLargeError(OSError):

@@ -73,7 +73,7 @@ def python_child_env() -> dict[str, str]:
     """The environment for a `sys.executable` child that imports this very edge_agent,
     wherever it was imported from (a checkout too)."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the directory edge_agent/ is in
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     return env
 

@@ -1,7 +1,7 @@
 """The configuration: frozen dataclasses, every key with its default and what it means.
 
 Every key has a default here, the one source of them; `config/edge-agent.toml` documents them
-all (a test keeps the two in step). Reading and checking a file is `config_file`.
+all (a test keeps the two in step). Reading and checking a file is `config.file`.
 """
 
 from __future__ import annotations
