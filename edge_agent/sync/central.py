@@ -144,14 +144,15 @@ _CREDENTIALS = ("put the right password in the file sync.password_file names (or
 _ALTERED = (f"someone changed the venue's {SCHEMA} schema by hand: restore it from a backup, "
             f"or drop the schema {SCHEMA} (the next kiosk creates it again); the changes stay "
             "queued meanwhile")
+_NO_DATABASE = ("create the database on the venue's PostgreSQL (CREATE DATABASE ... OWNER the "
+                "user in sync.url), or fix its name in sync.url")
 _FIXES: tuple[tuple[str, str], ...] = (
     # Decided by the SQLSTATE the server sent, never by the words of its message (they are
     # translated, and a dropped column's message also says "does not exist").
     ("28P01", _CREDENTIALS),  # invalid_password
     ("28000", "allow this kiosk's user and address in the venue's pg_hba.conf, or fix the user "
               "in sync.url"),  # invalid_authorization_specification
-    ("3D000", "create the database on the venue's PostgreSQL (CREATE DATABASE ... OWNER the "
-              "user in sync.url), or fix its name in sync.url"),  # invalid_catalog_name
+    ("3D000", _NO_DATABASE),  # invalid_catalog_name
     ("42P01", _ALTERED),  # undefined_table
     ("42703", _ALTERED),  # undefined_column
     ("42804", _ALTERED),  # datatype_mismatch
@@ -183,7 +184,7 @@ def unreachable(address: DatabaseAddress, exc: BaseException) -> SyncError:
     if getattr(connection, "needs_password", False) or "password authentication failed" in text:
         fix = _CREDENTIALS
     elif f'database "{address.database}" does not exist' in text:
-        fix = dict(_FIXES)["3D000"]
+        fix = _NO_DATABASE
     elif "SSL" in text or "certificate" in text:
         fix = _TLS
     else:
