@@ -75,3 +75,12 @@ def run_demo(directory: Path, call: str, config: str, timeout: float = 240) -> D
                       config=settings, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return Demo(json.loads(out.read_text(encoding="utf-8")), done.stdout, database)
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One `edge-agent bench --quick --json` run to its end: its exit, output, results, wall."""
+
+    done: subprocess.CompletedProcess[str]
+    document: dict[str, Any]
+    wall_s: float

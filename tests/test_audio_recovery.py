@@ -443,6 +443,7 @@ def _live_host() -> PortAudioHost:
 
 
 @pytest.mark.audio
+@pytest.mark.realtime
 @pytest.mark.parametrize("fault", ["unplug", "server restart"])
 async def test_microphone_comes_back_after_its_device_does(pulse: pulse_rig.PulseServer,
                                                            fault: str) -> None:
@@ -482,6 +483,7 @@ async def test_microphone_comes_back_after_its_device_does(pulse: pulse_rig.Puls
 
 
 @pytest.mark.audio
+@pytest.mark.realtime
 async def test_the_microphone_hands_over_whole_frames_of_every_sample_played(
         pulse: pulse_rig.PulseServer) -> None:
     """Frames are assembled from PortAudio's short capture periods: 512 samples each, in order,
@@ -523,6 +525,7 @@ block when its source goes away with the sink."""
 
 
 @pytest.mark.audio
+@pytest.mark.realtime
 @pytest.mark.parametrize("fault", ["unplug", "server restart"])
 async def test_speaker_loss_is_honest_and_playback_resumes(pulse: pulse_rig.PulseServer,
                                                            tmp_path: Path, fault: str) -> None:

@@ -5,19 +5,15 @@ asserted is that every part ran and kept its raw samples."""
 
 from __future__ import annotations
 
-import json
-import time
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
-from edge_agent.bench import pulse_rig
 from edge_agent.bench.document import schema
-from tests.cli import edge_agent, write_config
+from tests.cli import BenchRun
 
-pytestmark = [pytest.mark.audio, pytest.mark.models]
+pytestmark = [pytest.mark.audio, pytest.mark.models, pytest.mark.realtime]
 
 PARTS = ("engines", "latency", "heard", "stt", "backchannel", "memory", "rooms", "service")
 
@@ -53,21 +49,9 @@ def _raw_samples(name: str, result: dict[str, Any]) -> dict[str, list[Any]]:
             "idle RSS": result["figures"]["idle_rss_samples_mb"]}
 
 
-def test_bench_quick_runs_every_part_and_writes_a_valid_document(tmp_path: Path) -> None:
-    try:
-        pulse_rig.check_tools()
-    except pulse_rig.PulseUnavailable as exc:
-        pytest.skip(f"PulseAudio not available: {exc}")
-    config = write_config(tmp_path)
-    results = tmp_path / "bench.json"
-    started = time.monotonic()
-    done = edge_agent("bench", "--quick", "--json", results, config=config, timeout=720,
-                      cwd=tmp_path)
-    wall = time.monotonic() - started
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
-    print(f"bench --quick: {wall:.0f} s\n{done.stdout}")  # shown with -s: the figures of this run
-
-    document = json.loads(results.read_text(encoding="utf-8"))
+def test_bench_quick_runs_every_part_and_writes_a_valid_document(bench_quick: BenchRun) -> None:
+    done, document = bench_quick.done, bench_quick.document
+    print(f"bench --quick: {bench_quick.wall_s:.0f} s\n{done.stdout}")  # with -s: the figures
     jsonschema.Draft202012Validator(schema()).validate(document)
     assert document["quick"] is True and document["ok"] is True
     machine = document["machine"]

@@ -1,6 +1,7 @@
 """`edge-agent bench rooms`: the part's JSON against the shipped schema, its rows in the one
 table, and what each caller line of a call became (fake calls, a fake voice: the canceller's
-measurement itself runs); and, with the models, `bench rooms --quick` end to end."""
+measurement itself runs); and, with the models, the rooms part of the session's `bench
+--quick` (the same plan) on the real engines."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from edge_agent.events import (
     PlaybackStarted,
     UserTurn,
 )
-from tests.cli import edge_agent, write_config
+from tests.cli import BenchRun, write_config
 from tests.fakes import FakeRoomCalls, FakeSpeech
 from tests.logged import kinds
 
@@ -224,14 +225,15 @@ def test_the_subcommand_takes_quick_and_its_own_sizes(
 
 
 @pytest.mark.models
-def test_bench_rooms_quick_on_the_real_engines(tmp_path: Path) -> None:
-    config = write_config(tmp_path)
-    results = tmp_path / "rooms.json"
-    done = edge_agent("bench", "rooms", "--quick", "--json", results, config=config,
-                      timeout=400, cwd=tmp_path)
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
-    print(done.stdout)  # shown with -s: the figures of this run
-    result = json.loads(results.read_text(encoding="utf-8"))
+@pytest.mark.audio
+@pytest.mark.realtime
+def test_bench_rooms_quick_on_the_real_engines(bench_quick: BenchRun) -> None:
+    # The rooms part of the session's `bench --quick` (the same plan as `bench rooms --quick`,
+    # sizes.py; the subcommand's own path is the test above).
+    [rooms] = [part for part in bench_quick.document["parts"] if part["name"] == "rooms"]
+    assert rooms["settings"] == {"interruptions": 2, "replies": 5, "listening_lines": 2,
+                                 "far_end_texts": 2}
+    result = rooms["result"]
     assert _errors(_document(result)) == []
     canceller = result["canceller"]
     assert all(e["steady_db"] > 10 for e in canceller["erle"]), canceller["erle"]
@@ -245,4 +247,4 @@ def test_bench_rooms_quick_on_the_real_engines(tmp_path: Path) -> None:
     assert quiet and all(s["wer_percent"] <= 50 for s in quiet), result["listening"]
     assert [s["talkers_db"] for s in result["listening"] if s["talkers_db"]] == [
         [-10.0, -10.0], [-10.0, -10.0], [-5.0, -5.0]]
-    assert "ERLE, steady after 2 s (echo 1.0)" in done.stdout
+    assert "ERLE, steady after 2 s (echo 1.0)" in bench_quick.done.stdout

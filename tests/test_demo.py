@@ -11,7 +11,7 @@ from edge_agent.audio.pcm import read_wav
 from edge_agent.bench.wer import normalize
 from tests.cli import edge_agent, run_demo, write_config
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 
 def _demo(tmp_path: Path, *args: str) -> tuple[dict, str]:  # type: ignore[type-arg]

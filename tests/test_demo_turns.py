@@ -22,7 +22,7 @@ from edge_agent.events import (
 from tests.cli import edge_agent, write_config
 from tests.logged import kinds
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 NO_CANCELLER = '[audio]\necho_cancel = "off"\n'
 

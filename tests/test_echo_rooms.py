@@ -24,7 +24,7 @@ from edge_agent.events import (
 )
 from tests.logged import read_events
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 ROOM = """
 [room]

@@ -13,7 +13,7 @@ import pytest
 from edge_agent.bench import pulse_rig
 from tests.cli import edge_agent, write_config
 
-pytestmark = [pytest.mark.audio, pytest.mark.models]
+pytestmark = [pytest.mark.audio, pytest.mark.models, pytest.mark.realtime]
 
 MAX_ERROR_MS = 25.0
 """Most the estimate may claim beyond what the recording holds (an over-claim: history would

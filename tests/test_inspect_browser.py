@@ -135,6 +135,7 @@ def test_a_300_turn_session_opens_without_freezing(browser: Any, tmp_path: Path)
 
 
 @pytest.mark.models
+@pytest.mark.realtime
 def test_a_real_demo_call_drawn_with_its_kept_audio(browser: Any, tmp_path: Path) -> None:
     config = write_config(tmp_path, "\n[memory]\nkeep_audio = true\n")
     db, record_file = tmp_path / "data" / "edge-agent.db", tmp_path / "session.json"

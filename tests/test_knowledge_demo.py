@@ -14,7 +14,7 @@ from edge_agent.events import KnowledgeUsed
 from tests.cli import run_demo
 from tests.logged import read_events
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 VENUE = Path(__file__).resolve().parents[1] / "edge_agent" / "bench" / "venue"
 CALL = """[agent]

@@ -101,6 +101,7 @@ UNPUNCTUATED = " ".join(["the terrace has twelve tables heated in winter and a q
 
 
 @pytest.mark.models
+@pytest.mark.realtime
 async def test_a_long_reply_without_punctuation_plays_at_once_and_a_barge_in_frees_the_voice(
         tmp_path: Path) -> None:
     record, printed = await _call(tmp_path, f'''
@@ -127,6 +128,7 @@ barge_in_after = 3.0
 
 
 @pytest.mark.models
+@pytest.mark.realtime
 async def test_a_first_line_after_an_agent_that_does_not_greet_is_said_at_once(
         tmp_path: Path) -> None:
     record, printed = await _call(tmp_path, '''
@@ -143,6 +145,7 @@ after_agent_done = true
 
 
 @pytest.mark.models
+@pytest.mark.realtime
 async def test_a_line_cut_short_by_the_time_limit_is_not_called_never_said(
         tmp_path: Path) -> None:
     long_line = " ".join(["one two three four five six seven eight nine ten"] * 4)

@@ -18,7 +18,7 @@ from tests.logged import read_events
 from tests.sse_server import ScriptedChatServer, piece, sse
 from tests.test_llm_server_hostile import HEAD, trickle
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 TIMEOUT_MS = 1500
 MAX_TOKENS = 16

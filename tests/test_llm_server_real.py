@@ -145,6 +145,7 @@ barge_in_after = 1.2
 """
 
 
+@pytest.mark.realtime
 def test_a_call_through_the_server_keeps_heard_truth(server: LlamaServer,
                                                      tmp_path: Path) -> None:
     config = write_config(tmp_path, f'[llm]\nserver = "{server.url}"\nmax_tokens = 60\n'

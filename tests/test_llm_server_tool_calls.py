@@ -16,7 +16,7 @@ from tests.cli import run_demo
 from tests.logged import read_events
 from tests.sse_server import ScriptedChatServer, http_error, piece, sse
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 CALL = """
 [agent]

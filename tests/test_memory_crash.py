@@ -12,7 +12,7 @@ import pytest
 from edge_agent.bench.durability import kill_trial
 from tests.cli import command, edge_agent, environment, write_config
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 # Seconds after the session starts, on the default call (greeting, two answers, a long reply
 # cut by the caller, a last answer): during the greeting, between turns, mid-reply twice.

@@ -14,7 +14,7 @@ import pytest
 from edge_agent.replay import EXIT_DIFFERS
 from tests.cli import edge_agent, write_config
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
 
 
 def _config(tmp_path: Path, name: str, extra: str = "", keep_audio: bool = True) -> Path:

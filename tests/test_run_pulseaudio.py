@@ -29,7 +29,7 @@ from edge_agent.events import (
 from tests.cli import command, write_config
 from tests.logged import kinds
 
-pytestmark = [pytest.mark.audio, pytest.mark.models]
+pytestmark = [pytest.mark.audio, pytest.mark.models, pytest.mark.realtime]
 
 CALLER = "I would like to book a table for two people."
 KEY_WORDS = ("book", "table", "two", "people")  # PocketSphinx must get most of these right

@@ -17,7 +17,7 @@ from edge_agent.bench.pulse_rig import PulseUnavailable
 from edge_agent.bench.service import WATCHDOG_USEC, run_service
 from edge_agent.config import Config
 
-pytestmark = [pytest.mark.audio, pytest.mark.models]
+pytestmark = [pytest.mark.audio, pytest.mark.models, pytest.mark.realtime]
 
 
 def test_the_service_is_ready_pings_says_its_state_and_recovers_its_microphone(

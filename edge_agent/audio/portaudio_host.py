@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -12,6 +13,10 @@ from edge_agent.clock import Clock
 from edge_agent.errors import AudioDeviceError
 
 T = TypeVar("T")
+
+STOP_WAIT_S = 2.0
+"""At exit, how long `terminate` waits for streams still stopping (`discard`) before it leaves
+PortAudio as it is."""
 
 
 class Member(Protocol):
@@ -32,6 +37,14 @@ class Member(Protocol):
         ...
 
 
+class Stream(Protocol):
+    """A stream the host discards: stopped first (which may never return), then closed."""
+
+    def stop(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 def _fresh_pyaudio() -> Any:
     from edge_agent.audio.portaudio_start import open_pyaudio
 
@@ -44,19 +57,25 @@ class PortAudioHost:
     member release its stream (only when quiet) and reopen it after. Opening and closing run on
     one worker thread (`offload`), serialized: PortAudio's device scan is not thread-safe, and a
     sound server that hangs must not freeze the loop. `refresh_every`: the least time between
-    two re-initialisations that interrupt a working device."""
+    two re-initialisations that interrupt a working device. `stop_wait`: how long `terminate`
+    waits for streams still stopping."""
 
     def __init__(self, pa: Any, clock: Clock, *, reopen: Callable[[], Any] = _fresh_pyaudio,
-                 offload: bool = True, refresh_every: float = 30.0) -> None:
+                 offload: bool = True, refresh_every: float = 30.0,
+                 stop_wait: float = STOP_WAIT_S) -> None:
         self._pa: Any = pa
         self._clock = clock
         self._reopen = reopen
         self._executor = (concurrent.futures.ThreadPoolExecutor(1, "portaudio")
                           if offload else None)
         self._refresh_every = refresh_every
+        self._stop_wait = stop_wait
         self._last_refresh: float | None = None
         self._members: list[Member] = []
         self._busy = 0  # calls running on the PortAudio thread
+        self._portaudio = threading.Lock()  # PortAudio's own calls, one at a time
+        self._stopping = 0  # streams `discard` is stopping
+        self._stopping_lock = threading.Condition()
         self.refreshes = 0
 
     @property
@@ -82,7 +101,8 @@ class PortAudioHost:
         def run() -> T:
             self._busy += 1
             try:
-                return fn()
+                with self._portaudio:
+                    return fn()
             finally:
                 self._busy -= 1
 
@@ -96,9 +116,54 @@ class PortAudioHost:
                     else abandoned(done.result()))
             raise
 
+    def discard(self, stream: Stream) -> None:
+        """Stop and close a stream that was lost or is no longer wanted, without waiting.
+
+        Stopping joins PortAudio's callback thread, and the sound library can leave that
+        thread blocked for good: libpulse (under ALSA's pulse plugin) deadlocks now and then
+        tearing down its connection to a sound server that was killed, the callback thread
+        waiting on a lock the connection's own thread holds while that thread waits for the
+        callback thread. The stop therefore runs on a thread of its own: neither the loop nor
+        the PortAudio thread, which opens the replacement, waits on it. The close edits
+        PortAudio's list of open streams, so it runs after the stop under the lock every
+        PortAudio call takes. While a stop is stuck, PortAudio is never terminated (that would
+        close the stuck stream again and hang): no rescan, and none at exit."""
+        if self._executor is None:
+            stream.close()
+            return
+
+        def stop_then_close() -> None:
+            try:
+                stream.stop()
+                with self._portaudio:
+                    stream.close()
+            finally:
+                with self._stopping_lock:
+                    self._stopping -= 1
+                    self._stopping_lock.notify_all()
+
+        with self._stopping_lock:
+            self._stopping += 1
+        threading.Thread(target=stop_then_close, name="portaudio-stop", daemon=True).start()
+
+    def wait_stopped(self, timeout: float) -> bool:
+        """Block (a thread, never the loop) until no discarded stream is stopping, at most
+        `timeout` seconds; False if one still is."""
+        with self._stopping_lock:
+            return self._stopping_lock.wait_for(lambda: self._stopping == 0, timeout)
+
+    def stuck(self) -> bool:
+        """A call on the PortAudio thread or a discarded stream's stop has not returned."""
+        with self._stopping_lock:
+            return self._busy > 0 or self._stopping > 0
+
     async def refresh(self, requester: Member) -> bool:
         """Re-initialise PortAudio so that it scans the devices again. False when it would cut
-        another member's audio, or interrupt a working member again too soon."""
+        another member's audio, interrupt a working member again too soon, or hang on a
+        stream still stopping (`discard`)."""
+        with self._stopping_lock:
+            if self._stopping:
+                return False
         others = [m for m in self._members if m is not requester and m.holds_stream()]
         now = self._clock.now()
         if others and (not all(m.quiet() for m in others) or (
@@ -127,11 +192,13 @@ class PortAudioHost:
 
     def terminate(self) -> None:
         """End PortAudio (after the devices closed). A call still stuck on the PortAudio
-        thread (a hung sound server) is not waited for, and PortAudio is then left as it is:
-        terminating it under that call could crash the exiting process."""
+        thread (a hung sound server), or a stream still stopping (`discard`), is not waited
+        for, and PortAudio is then left as it is: terminating it under them could hang or
+        crash the exiting process."""
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
-            if self._busy:
+            self.wait_stopped(self._stop_wait)  # the devices' last stops: milliseconds
+            if self.stuck():
                 return
         if self._pa is not None:
             self._pa.terminate()

@@ -146,9 +146,14 @@ class Capture:
             return "the input stream stopped (PortAudio reports it inactive)"
         return _stalled(now, self.opened_at, self.last_frame, stall, grace, "no audio came")
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop the callbacks. This joins PortAudio's callback thread, which can block for
+        good once the sound server is gone (see `PortAudioHost.discard`)."""
         with contextlib.suppress(OSError):
             self._stream.stop_stream()
+
+    def close(self) -> None:
+        self.stop()
         with contextlib.suppress(OSError):
             self._stream.close()
 
@@ -277,9 +282,13 @@ class PyAudioSpeaker:
         with self._lock:
             return self._recent.get(start, end)
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop the callbacks (see `Capture.stop`)."""
         with contextlib.suppress(OSError):
             self._stream.stop_stream()
+
+    def close(self) -> None:
+        self.stop()
         with contextlib.suppress(OSError):
             self._stream.close()
 

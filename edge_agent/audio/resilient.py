@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -200,7 +201,7 @@ class ResilientMicrophone(RecoveringDevice):
             self._host.leave(self)
             capture, self._capture = self._capture, None
             if capture is not None:
-                capture.close()
+                self._host.discard(capture)
 
     async def _next_frame(self) -> bytes | None:
         """The current stream's next frame; None once it is found lost (or was released)."""
@@ -216,7 +217,7 @@ class ResilientMicrophone(RecoveringDevice):
             reason = capture.lost_reason(self._clock.now(), self._stall, self._grace)
             if reason is not None:
                 self._capture = None
-                capture.close()
+                self._host.discard(capture)
                 # A stream that never delivered was a failed reopening, not a new loss.
                 self._down("waiting" if self._awaiting_first else "lost", reason)
                 return None
@@ -244,14 +245,16 @@ class ResilientMicrophone(RecoveringDevice):
         def arrive(data: bytes) -> None:  # on PortAudio's thread
             self._arrived.append((generation, data))  # a deque: safe across threads
             if self._urgent() or len(self._arrived) >= PACED_FRAMES:
-                loop.call_soon_threadsafe(wake)
+                # A discarded stream calls back until its stop returns, maybe after the loop.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(wake)
 
         def open_capture() -> Capture:
             device = find_device(self._host.pa, self._wanted, output=False)
             return Capture(self._host.pa, device, self.sample_rate, self.frame_samples, arrive,
                            self._clock)
 
-        capture = await self._host.call(open_capture, abandoned=Capture.close)
+        capture = await self._host.call(open_capture, abandoned=self._host.discard)
         self._generation = generation
         self._capture = capture
         self._awaiting_first = True

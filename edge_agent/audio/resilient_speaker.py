@@ -140,7 +140,7 @@ class ResilientSpeaker(RecoveringDevice):
         self._host.leave(self)
         for speaker in (self._inner, self._candidate):
             if speaker is not None:
-                speaker.close()
+                self._host.discard(speaker)
         self._inner = self._candidate = None
 
     def _settle(self, played: int) -> int:
@@ -184,12 +184,12 @@ class ResilientSpeaker(RecoveringDevice):
                 self._up("PortAudio asks for audio again")
             elif (reason := candidate.lost_reason(now, self._stall, self._grace)) is not None:
                 self._candidate = None
-                candidate.close()
+                self._host.discard(candidate)
                 self._down("waiting", f"reopened, but {reason}")
         elif not self._released and now >= self._retry_at:
             await self._rescan()
             try:
-                self._candidate = await self._host.call(self._open, abandoned=PyAudioSpeaker.close)
+                self._candidate = await self._host.call(self._open, abandoned=self._host.discard)
             except AudioDeviceError as exc:
                 self._down("waiting", f"cannot open it: {exc}; retrying")
 
@@ -210,7 +210,7 @@ class ResilientSpeaker(RecoveringDevice):
         inner, self._inner = self._inner, None
         if inner is not None:
             self._reported = max(self._reported, self._base + inner.confirmed_played())
-            inner.close()
+            self._host.discard(inner)
         if self._written_end > self._reported:
             self._cut = True  # what was queued is gone unheard
         self._recent.drop_from(self._reported)
@@ -233,7 +233,7 @@ class ResilientSpeaker(RecoveringDevice):
 
     async def reacquire(self) -> None:
         try:
-            inner = await self._host.call(self._open, abandoned=PyAudioSpeaker.close)
+            inner = await self._host.call(self._open, abandoned=self._host.discard)
         except AudioDeviceError as exc:
             self._released = False
             self._held.clear()

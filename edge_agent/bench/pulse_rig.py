@@ -253,11 +253,7 @@ class PulseServer:
     def kill_server(self) -> None:
         """Kill the server at once (SIGKILL, as a crash): every client's stream dies."""
         if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and _alive(self.pid):
-                time.sleep(0.05)
+            _signal_and_wait(self.pid, signal.SIGKILL)
             self.pid = None
             # Until init reaps it, the dead server still has a pid, and a new one would take
             # its pid file for a daemon already running.
@@ -300,16 +296,10 @@ class PulseServer:
         for proc in self._children:
             stop(proc)
         self._children.clear()
-        if self.pid is not None:
+        if self.pid is not None and not _signal_and_wait(self.pid, signal.SIGTERM):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and _alive(self.pid):
-                time.sleep(0.05)
-            if _alive(self.pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, signal.SIGKILL)
-            self.pid = None
+                os.kill(self.pid, signal.SIGKILL)
+        self.pid = None
 
 
 def stop(proc: subprocess.Popen[bytes], timeout: float = 5) -> None:
@@ -322,6 +312,17 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5) -> None:
             proc.wait()
     if proc.stderr:
         proc.stderr.close()
+
+
+def _signal_and_wait(pid: int, sig: signal.Signals, seconds: float = 5) -> bool:
+    """Send `sig` to the server `pid` and wait up to `seconds` for it to be gone (polled: it is
+    not our child, there is nothing to wait on). True once it is."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    return not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
