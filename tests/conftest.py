@@ -26,8 +26,19 @@ that is: a realtime test's audio keeps the wall clock's pace only if it gets the
 needs it (a CPU-bound test beside a demo call made it interrupt itself on its own echo)."""
 
 
+LONGEST_TEST_ID = 4096
+"""pytest puts the running test's id in $PYTEST_CURRENT_TEST, which every child process the test
+starts inherits; Linux refuses to start a program given one variable over 128 KiB. A parameter
+used as its own id (200 kB of brackets) did that."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    too_long = [item.nodeid[:120] for item in items if len(item.nodeid) > LONGEST_TEST_ID]
+    if too_long:
+        raise pytest.UsageError(
+            f"test ids longer than {LONGEST_TEST_ID} characters (give the parameters ids=): "
+            + "; ".join(f"{nodeid}..." for nodeid in too_long))
     for item in items:
         if item.get_closest_marker(REALTIME) is not None:
             item.add_marker(pytest.mark.xdist_group(REALTIME))

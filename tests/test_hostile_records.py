@@ -113,7 +113,7 @@ def test_a_run_too_long_to_draw_is_refused_not_laid_out(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("content", "reason"), [
     ("[" * 100_000 + "]" * 100_000, "nested thousands deep"),
     ('{"units": [], "events": [], "x": ' + "9" * 5000 + "}", "not a session record"),
-])
+], ids=["nested-deep", "number-too-long"])  # the content as an id: 200 kB in every child's env
 def test_json_nested_or_sized_past_reason_is_one_line(
         tmp_path: Path, content: str, reason: str) -> None:
     path = tmp_path / "session.json"
