@@ -94,7 +94,8 @@ def label(event: Event, transcripts: bool = True) -> Label | None:
 def _happening(event: Event, said: _Words) -> Label | None:
     if isinstance(event, BargeIn):
         on = f" on {said(event.words, quoted=True)}" if event.words else ""
-        return Label("barge-in", f"barge-in{on}: playback stopped")
+        by = " by touch (the screen's stop button)" if event.by == "touch" else ""
+        return Label("barge-in", f"barge-in{by}{on}: playback stopped")
     if isinstance(event, Backchannel):
         return Label("backchannel", f"backchannel {said(event.text, quoted=True)} "
                                     f"({event.speech_ms} ms): not an interruption, playback "

@@ -96,6 +96,9 @@ class BargeIn:
     """The unit that was playing, if any."""
     words: str = ""
     """What the recognizer had made of the interruption when it was decided."""
+    by: str = "voice"
+    """What cut in: "voice" (the caller spoke over the agent) or "touch" (the stop button of
+    the kiosk's screen)."""
 
 
 @dataclass(frozen=True)

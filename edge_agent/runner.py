@@ -18,6 +18,7 @@ from edge_agent.app import (
     Memory,
     build_conversation,
     build_engines,
+    build_screen,
     build_summarizer,
     close_memory,
     conversation_parts,
@@ -44,6 +45,7 @@ from edge_agent.knowledge.live import VenueKnowledge
 from edge_agent.memory.record import SessionRecord
 from edge_agent.memory.writer_lock import WriterLock
 from edge_agent.printable import clip
+from edge_agent.screen.server import ScreenServer, ScreenUnavailableError
 from edge_agent.service.journal import session_line, session_tagged
 from edge_agent.service.notify import SystemdNotifier, supervised
 from edge_agent.service.status import LISTENING, device_status, status_after
@@ -169,7 +171,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
             await _until_first(talking, _idle(talk, log, clock), clock, left)
 
         return await _session(talk, log, memory, Reporter(printer), call_then_idle,
-                              unit_audio, knowledge)
+                              unit_audio, knowledge, build_screen(config, talk, log))
 
 
 def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
@@ -191,10 +193,19 @@ async def _open_knowledge(config: Config, db_path: Path | None, parts: Conversat
 async def _session(conversation: Conversation, log: EventLog, memory: Memory,
                    reporter: Reporter, hold: Callable[[asyncio.Task[None]], Awaitable[None]],
                    unit_audio: UnitAudioWriter | None,
-                   knowledge: VenueKnowledge | None) -> SessionRecord:
-    """Converse while `hold` runs, then stop (finalizing what is open) and read the record."""
+                   knowledge: VenueKnowledge | None,
+                   screen: ScreenServer | None = None) -> SessionRecord:
+    """Converse while `hold` runs, then stop (finalizing what is open) and read the record.
+    `screen`: the kiosk's screen, served meanwhile (one that cannot listen is said, and the
+    agent goes on without it)."""
     events = log.subscribe()
     printing = asyncio.create_task(_report_events(events, reporter))
+    if screen is not None:
+        try:
+            await screen.start()
+        except ScreenUnavailableError as exc:
+            log.publish(Notice(f"{exc}; going on without it"))
+            screen = None
     talking = asyncio.create_task(conversation.run())
     try:
         await hold(talking)
@@ -202,6 +213,8 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory,
         talking.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await talking
+        if screen is not None:
+            await screen.close()
         printing.cancel()
         while not events.empty():  # what happened last is said too
             reporter.event(events.get_nowait())
@@ -363,7 +376,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             with session_tagged(session_id):
                 async with supervised(notifier or SystemdNotifier({})):
                     return await _session(talk, log, memory, reporter, until_stopped,
-                                          unit_audio, knowledge)
+                                          unit_audio, knowledge, build_screen(config, talk, log))
         finally:
             speaker.close()
     finally:

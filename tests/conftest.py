@@ -169,3 +169,24 @@ def bench_quick(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     wall = time.monotonic() - started
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
     return BenchRun(done, json.loads(results.read_text(encoding="utf-8")), wall)
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium, headless, driven by Playwright (`browser` tests)."""
+    if os.environ.get("CI"):  # .ci/run installs both: never skipped there
+        from playwright import sync_api
+        assert CHROMIUM.exists(), f"no {CHROMIUM}: .ci/run must apt-get install chromium"
+    else:
+        if not CHROMIUM.exists():
+            pytest.skip(f"no {CHROMIUM}: apt-get install chromium")
+        sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        # Debian's chromium, not a downloaded one: `playwright install` needs the network.
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()

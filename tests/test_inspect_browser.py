@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,26 +22,8 @@ from tests.inspect_sessions import SessionBuilder, long_session
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT_LIMIT = 300_000
 HOSTILE = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if os.environ.get("CI"):  # .ci/run installs both: never skipped there
-        from playwright import sync_api
-        assert CHROMIUM.exists(), f"no {CHROMIUM}: .ci/run must apt-get install chromium"
-    else:
-        if not CHROMIUM.exists():
-            pytest.skip(f"no {CHROMIUM}: apt-get install chromium")
-        sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        # Debian's chromium, not a downloaded one: `playwright install` needs the network.
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield launched
-        launched.close()
 
 
 @dataclass

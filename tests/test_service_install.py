@@ -318,6 +318,27 @@ def test_a_config_naming_a_lan_server_opens_the_network_to_it_only(tmp_path: Pat
     assert any("IPAddressAllow=10.0.0.5" in line for line in lines), lines
 
 
+def test_the_screen_opens_the_network_to_this_machine_only(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    config = tmp_path / "etc/edge-agent/edge-agent.toml"
+    shipped = config.read_text(encoding="utf-8")
+    screen_on = shipped.replace("enabled = false\n# Where the page is served",
+                                "enabled = true\n# Where the page is served")
+    assert screen_on != shipped
+    config.write_text(screen_on, encoding="utf-8")
+    plan = install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[], resolve=lambda _: [])
+    assert run_plan(plan, False, lambda line: None) >= 1
+    text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
+    assert "\nPrivateNetwork=no\n" in text and "\nIPAddressAllow=localhost\n" in text, text
+    lan = screen_on.replace('listen = "127.0.0.1:8780"', 'listen = "0.0.0.0:8780"').replace(
+        'token = ""', 'token = "0123456789abcdef"')
+    config.write_text(lan, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"screen.listen: 0.0.0.0:8780: the service serves "
+                                          "the screen to this machine only"):
+        install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[], resolve=lambda _: [])
+
+
 def test_a_lan_server_given_by_address_needs_no_name_server(tmp_path: Path) -> None:
     assert network_allowance(["10.0.0.5", "fd00::5"], resolve=lambda _: []) == [
         "10.0.0.5", "fd00::5"]

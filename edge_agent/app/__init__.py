@@ -1,7 +1,7 @@
 """Composition root: config -> engines, memory and devices -> conversation. Nothing else builds
 parts (`edge_agent.runner` runs what is built here): the engines (`app.engines`), the
-conversation around them (`app.conversation`), its memory (`app.memory`) and the venue's
-knowledge (`app.knowledge`)."""
+conversation around them (`app.conversation`), its memory (`app.memory`), the venue's
+knowledge (`app.knowledge`) and the kiosk's screen (`app.screen`)."""
 
 from __future__ import annotations
 
@@ -29,12 +29,14 @@ from edge_agent.app.memory import (
     sync_credentials,
     venue_sync,
 )
+from edge_agent.app.screen import build_screen
 
 __all__ = [
     "ConversationParts",
     "Memory",
     "build_conversation",
     "build_engines",
+    "build_screen",
     "build_summarizer",
     "close_memory",
     "conversation_parts",

@@ -322,6 +322,28 @@ class KnowledgeConfig:
     """How often the files are checked for changes (seconds)."""
 
 
+SCREEN_TOKEN_MIN = 16
+"""Least length of `[screen] token`: a token a passer-by at the kiosk cannot guess."""
+
+
+@dataclass(frozen=True)
+class ScreenConfig:
+    enabled: bool = False
+    """Serve the kiosk's screen: a page with live captions of what the caller said and what
+    the listener heard of the agent, word by word as the device plays it, and a stop button
+    (see docs/kiosk.md)."""
+    listen: str = "127.0.0.1:8780"
+    """Where the page is served ("host:port"; "[::1]:8780" for IPv6). An address other than
+    loopback needs `token`: the page shows what callers say."""
+    token: str = ""
+    """What a page must present to be shown anything (at least 16 characters; required for
+    an address other than loopback). Open the page as http://HOST:PORT/#token=TOKEN: after
+    "#", the token is never sent in a request line, so no server or proxy logs it."""
+    clear_after_s: float = 60.0
+    """The screen forgets: its captions clear when a session ends or after this many seconds
+    in which nothing was said."""
+
+
 @dataclass(frozen=True)
 class Config:
     data_dir: str = "~/.local/share/edge-agent"
@@ -339,6 +361,7 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     sync: SyncConfig = field(default_factory=SyncConfig)
     knowledge: KnowledgeConfig = field(default_factory=KnowledgeConfig)
+    screen: ScreenConfig = field(default_factory=ScreenConfig)
     source: str = "(built-in defaults)"
     """The file this came from (not a TOML key)."""
 

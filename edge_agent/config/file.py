@@ -12,8 +12,15 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from edge_agent.config import STT_ENGINES, Config, LlmConfig, validate
-from edge_agent.config.lan import parse_database_url, parse_server_url
+from edge_agent.config import (
+    SCREEN_TOKEN_MIN,
+    STT_ENGINES,
+    Config,
+    LlmConfig,
+    ScreenConfig,
+    validate,
+)
+from edge_agent.config.lan import parse_database_url, parse_listen, parse_server_url
 from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.config.validate import Bounds, TextRule
 from edge_agent.errors import ConfigError
@@ -126,6 +133,9 @@ _BOUNDS: dict[str, Bounds] = {
                                       advice="passages are cut short, or crowd out the "
                                       "conversation"),
     "knowledge.reload_s": Bounds(0.2, 86400.0),
+    "screen.clear_after_s": Bounds(1.0, 86400.0, advised=(5.0, 3600.0),
+                                   advice="the caption is gone before it is read, or a "
+                                   "caller's words stay up for the next person to read"),
 }
 KEY_TEXT_MAX = 200
 """The longest identity or kiosk id, in characters: the venue's PostgreSQL indexes them, and an
@@ -211,6 +221,7 @@ def parse_config(text: str, source: str) -> Config:
     if config.sync.url:
         parse_database_url(config.sync.url, source)
     _check_knowledge(config, source)
+    _check_screen(config.screen, source)
     if config.memory.fold_turns > config.turns.history_turns:
         validate.warn(source, "memory.fold_turns",
                       f"{config.memory.fold_turns} is more than turns.history_turns "
@@ -233,6 +244,21 @@ def _check_knowledge(config: Config, source: str) -> None:
     for index, name in enumerate(knowledge.files):
         if not validate.has_visible_text(name):
             raise ConfigError(source, f"knowledge.files[{index}]", "an empty file name")
+
+
+def _check_screen(screen: ScreenConfig, source: str) -> None:
+    address = parse_listen(screen.listen, source)
+    token = screen.token
+    if token and (len(token) < SCREEN_TOKEN_MIN or not token.isascii() or not token.isprintable()
+                  or " " in token or "#" in token):
+        raise ConfigError(source, "screen.token",
+                          f"must be at least {SCREEN_TOKEN_MIN} printable ASCII characters, "
+                          "without spaces or '#' (make one: openssl rand -hex 16)")
+    if not address.loopback and not token:
+        raise ConfigError(source, "screen.token",
+                          f"is needed to serve the screen on {address.shown}, which other "
+                          "machines can reach: the page shows what callers say (make one: "
+                          "openssl rand -hex 16), or listen on 127.0.0.1")
 
 
 PROMPT_ROOM = 128

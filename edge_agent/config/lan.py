@@ -1,5 +1,6 @@
-"""Addresses of a venue's servers on the LAN, as the config names them: the LLM server's base
-URL (`[llm] server`) and the venue's PostgreSQL (`[sync] url`). One parser each for the
+"""Addresses on the LAN, as the config names them: the LLM server's base URL (`[llm] server`),
+the venue's PostgreSQL (`[sync] url`) and where the kiosk's screen is served (`[screen]
+listen`). One parser each for the
 config's check, the client that connects and the service unit that must be allowed to reach
 them (`IPAddressAllow=`, see `network_allowance`); one reader of their credentials."""
 
@@ -57,6 +58,43 @@ def parse_server_url(url: str, source: str = "config", key: str = "llm.server") 
     except ValueError:
         raise ConfigError(source, key, f"has no valid port (1-65535): {shown(url, 80)!r}") from None
     return ServerAddress(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+
+@dataclass(frozen=True)
+class ListenAddress:
+    """Where the kiosk's screen is served."""
+
+    host: str
+    """An IP address ("127.0.0.1", "::1", "0.0.0.0") or "localhost"."""
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        """Only this machine can reach it."""
+        return self.host == "localhost" or ipaddress.ip_address(self.host).is_loopback
+
+    @property
+    def shown(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_listen(text: str, source: str = "config", key: str = "screen.listen") -> ListenAddress:
+    """`text` ("127.0.0.1:8780", "[::]:8780") as an address; ConfigError naming what is wrong."""
+    example = 'like "127.0.0.1:8780", "0.0.0.0:8780" or "[::1]:8780"'
+    host, colon, port_text = text.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not colon or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(source, key, f"must be an address and a port (1-65535), {example}, "
+                          f"got {shown(text, 80)!r}")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ConfigError(source, key, f"must name an IP address of this machine (or "
+                              f"localhost), {example}, got {shown(host, 80)!r}") from None
+    return ListenAddress(host, int(port_text))
 
 
 SYNC_PASSWORD_VARIABLE = "EDGE_AGENT_SYNC_PASSWORD"
@@ -188,6 +226,22 @@ def lan_hosts(config: Config) -> list[str]:
     if config.sync.url:
         hosts.append(parse_database_url(config.sync.url, config.source).host)
     return list(dict.fromkeys(hosts))
+
+
+def screen_allowance(config: Config) -> list[str]:
+    """What the service must accept for the kiosk's screen (`[screen]`): "localhost" (systemd's
+    name for 127.0.0.0/8 and ::1) for a screen on this machine, nothing when it is off.
+    ConfigError for a screen served to other machines: the unit cannot yet be opened to the
+    LAN's pages only."""
+    if not config.screen.enabled:
+        return []
+    address = parse_listen(config.screen.listen, config.source)
+    if not address.loopback:
+        raise ConfigError(config.source, "screen.listen",
+                          f"{address.shown}: the service serves the screen to this machine "
+                          "only (the kiosk's own browser): listen on 127.0.0.1, or run "
+                          "`edge-agent run` outside the service for pages on other machines")
+    return ["localhost"]
 
 
 def network_allowance(hosts: Sequence[str], resolve: Resolve | None = None,

@@ -22,6 +22,7 @@ from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconCl
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.endpoint import silence_needed
 from edge_agent.conversation.overlap import OverlapAudio
+from edge_agent.conversation.playback import NowPlaying
 from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.segmenter import SpeechSegmenter
@@ -446,6 +447,18 @@ class Conversation:
             self._log.publish(PlaybackResumed(self._responder.playing_unit))
         return False
 
-    async def _barge_in(self, words: str) -> None:
-        self._log.publish(BargeIn(self._responder.playing_unit, words))
+    def now_playing(self) -> NowPlaying | None:
+        """The unit at the speaker and what of it the listener heard so far."""
+        return self._responder.now_playing()
+
+    async def stop_by_touch(self) -> bool:
+        """The screen's stop button: a barge-in with no words (recorded `by="touch"`), the
+        reply cut where the device's played position is. False if nothing was being said."""
+        if not self.replying:
+            return False
+        await self._barge_in("", by="touch")
+        return True
+
+    async def _barge_in(self, words: str, by: str = "voice") -> None:
+        self._log.publish(BargeIn(self._responder.playing_unit, words, by))
         await self._responder.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.unit_audio import UnitAudioSink
@@ -17,6 +18,19 @@ from edge_agent.events import EventLog, Notice, PlaybackStarted, UnitFinalized
 from edge_agent.heard.ledger import Finalize, Unit, UnitLedger
 from edge_agent.heard.truncation import HeardPolicy
 from edge_agent.memory.conversation_memory import ConversationMemory
+
+
+@dataclass(frozen=True)
+class NowPlaying:
+    """The unit at the speaker, as far as the device has played it."""
+
+    unit_id: str
+    """The unit playing."""
+    text: str
+    """Its text so far (the reply may still be generating the rest)."""
+    heard: str
+    """The prefix of `text` heard at the device's played position, by the heard-truth
+    policy: what the record would keep were the unit cut now."""
 
 
 class Playback:
@@ -71,14 +85,29 @@ class Playback:
             await self._speaker.wait_played(unit.device_start + 1)
             self._log.publish(PlaybackStarted(unit.unit_id))
 
+    def now_playing(self) -> NowPlaying | None:
+        """The unit whose audio the device is playing, and what of it was heard so far."""
+        playing = self._playing()
+        if playing is None:
+            return None
+        unit, _, heard = playing
+        return NowPlaying(unit.unit_id, unit.text, heard)
+
+    def _playing(self) -> tuple[Unit, int, str] | None:
+        """The first open unit with audio queued: (it, samples played, heard prefix)."""
+        open_units = self._ledger.open_units
+        if not open_units or open_units[0].device_start is None:
+            return None
+        unit = open_units[0]
+        return unit, *self._ledger.heard_at(unit, self._speaker.played_frames())
+
     def checkpoint(self) -> None:
         """Tell memory where the playing unit is, if it moved: a crash recovers the unit with
         the heard prefix of its last checkpoint (never more than had played)."""
-        open_units = self._ledger.open_units
-        if not open_units or open_units[0].device_start is None:
+        playing = self._playing()
+        if playing is None:
             return
-        unit = open_units[0]
-        played, heard = self._ledger.heard_at(unit, self._speaker.played_frames())
+        unit, played, heard = playing
         if self._checkpointed == (unit.unit_id, played):
             return
         self._checkpointed = (unit.unit_id, played)

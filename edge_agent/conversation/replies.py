@@ -41,7 +41,7 @@ from edge_agent.conversation.failures import (
     tagged,
 )
 from edge_agent.conversation.model import Model
-from edge_agent.conversation.playback import Playback
+from edge_agent.conversation.playback import NowPlaying, Playback
 from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.tools import Toolbox
@@ -110,6 +110,9 @@ class Responder:
     @property
     def playing_unit(self) -> str | None:
         return self._playback.playing_unit
+
+    def now_playing(self) -> NowPlaying | None:
+        return self._playback.now_playing()
 
     async def prepare(self, turn: int, user_text: str) -> PreparedReply:
         """Start answering `user_text` as turn `turn` without playing or recording anything:

@@ -22,7 +22,7 @@ from pathlib import Path
 import edge_agent
 from edge_agent.config import Config
 from edge_agent.config.file import load_config, parse_config
-from edge_agent.config.lan import Resolve, lan_hosts, network_allowance
+from edge_agent.config.lan import Resolve, lan_hosts, network_allowance, screen_allowance
 from edge_agent.config.tomlfile import read_text
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import (
@@ -111,8 +111,8 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
         settings = load_config(installed) if installed.is_file() else None
         config = WriteFile(installed, service_config(template("config/edge-agent.toml")), 0o644,
                            keep_existing=True, detail=f'data_dir = "{STATE_DIR}"')
-    allow = (network_allowance(lan_hosts(settings), resolve, layout.host("/etc/resolv.conf"))
-             if settings is not None else [])
+    allow = ([*network_allowance(lan_hosts(settings), resolve, layout.host("/etc/resolv.conf")),
+              *screen_allowance(settings)] if settings is not None else [])
     # The venue's knowledge files are read where the config names them, a home directory too.
     reading = [f.resolve().parent for f in settings.knowledge_files] if settings else []
     bind = under_home([*(bind if bind is not None else read_only_paths()), *reading])
@@ -243,8 +243,9 @@ def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = (),
     """The shipped unit with ExecStart= naming `executable` (`run` appended). An installation
     in a home directory is made visible read-only: ProtectHome=tmpfs (an empty /home, /root and
     /run/user) with just those directories bound in, instead of ProtectHome=yes. With `allow`
-    (addresses: the venue's servers, `lan.network_allowance`), the network is opened to those
-    addresses only: no PrivateNetwork=, IP sockets, IPAddressDeny=any with IPAddressAllow=."""
+    (addresses: the venue's servers, `lan.network_allowance`; the screen's pages,
+    `lan.screen_allowance`), the network is opened to those addresses only: no
+    PrivateNetwork=, IP sockets, IPAddressDeny=any with IPAddressAllow=."""
     exec_line = "ExecStart=" + " ".join(_unit_word(part) for part in [*executable, "run"])
     text, count = re.subn(r"^ExecStart=.*$", lambda _: exec_line, text, count=1, flags=re.M)
     if count != 1:
@@ -256,8 +257,8 @@ def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = (),
     if allow:
         relaxed = {
             "PrivateNetwork": "# Opened by `edge-agent service install` for the servers the "
-                              "config names, and\n# only to them: run it again after changing "
-                              "them.\nPrivateNetwork=no",
+                              "config names (and the\n# screen's pages on this machine), and only "
+                              "to them: run it again after changing\n# them.\nPrivateNetwork=no",
             "IPAddressDeny": f"IPAddressDeny=any\nIPAddressAllow={' '.join(allow)}",
             "RestrictAddressFamilies": "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"}
         for key, line in relaxed.items():

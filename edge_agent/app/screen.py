@@ -1,0 +1,24 @@
+"""The composition root's screen: config -> the kiosk's screen server for a conversation."""
+
+from __future__ import annotations
+
+from edge_agent.config import Config
+from edge_agent.config.lan import parse_listen
+from edge_agent.conversation.agent import Conversation
+from edge_agent.events import EventLog
+from edge_agent.screen.captions import Captions, ScreenState
+from edge_agent.screen.server import ScreenServer
+
+
+def build_screen(config: Config, conversation: Conversation, log: EventLog) -> ScreenServer | None:
+    """The screen `[screen]` asks for, following `log` and showing `conversation`'s speaker
+    (not yet listening: `ScreenServer.start`); None when it is off."""
+    screen = config.screen
+    if not screen.enabled:
+        return None
+    idle: ScreenState = "listening" if config.session.start == "immediate" else "waiting"
+    server = ScreenServer(parse_listen(screen.listen, config.source), screen.token,
+                          Captions(log.clock, screen.clear_after_s, idle),
+                          conversation.now_playing, conversation.stop_by_touch)
+    server.follow(log)
+    return server

@@ -1,0 +1,270 @@
+"""The kiosk's screen in a real headless browser (Debian's chromium driven by Playwright).
+
+The server runs on a loop of its own thread, fed events and speaker readings by the test (no
+models), for what the page shows, hostile text, the layouts, the stop button, a restart and a
+refused token; and a real `edge-agent demo` call with a barge-in, watched through the page,
+whose screen must call heard exactly what the record does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edge_agent.clock import MonotonicClock
+from edge_agent.config.lan import ListenAddress
+from edge_agent.conversation.playback import NowPlaying
+from edge_agent.events import Event, EventLog, PlaybackStarted, UnitFinalized, UserTurn
+from edge_agent.heard.ledger import Finalize
+from edge_agent.screen.captions import MAX_LINE_CHARS, Captions
+from edge_agent.screen.server import ScreenServer
+from tests.cli import command, environment, write_config
+
+pytestmark = pytest.mark.browser
+
+TOKEN = "kiosk-screen-token-0001"
+REPLY = "We have three tables left: at seven, at eight and at nine."
+WAIT_MS = 10_000
+
+
+class LiveScreen:
+    """A ScreenServer on a loop of its own thread: the test publishes events and sets what the
+    speaker plays from the main thread, where Playwright runs."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.playing: NowPlaying | None = None
+        self.stops = 0
+        self.log = EventLog(MonotonicClock())
+        self.server = self._run(self._start(port))
+
+    def _run(self, work: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(work, self.loop)
+        return future.result(30)
+
+    async def _start(self, port: int) -> ScreenServer:
+        async def stop() -> bool:
+            self.stops += 1
+            return True
+
+        server = ScreenServer(ListenAddress("127.0.0.1", port), TOKEN,
+                              Captions(self.log.clock, 60), lambda: self.playing, stop)
+        server.follow(self.log)
+        await server.start()
+        return server
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}/#token={TOKEN}"
+
+    def publish(self, event: Event) -> None:
+        async def publish() -> None:
+            self.log.publish(event)
+
+        self._run(publish())
+
+    def restart(self) -> None:
+        port = self.server.port
+        self._run(self.server.close())
+        self.log = EventLog(MonotonicClock())
+        self.server = self._run(self._start(port))
+
+    def close(self) -> None:
+        self._run(self.server.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture
+def screen() -> Iterator[LiveScreen]:
+    live = LiveScreen()
+    yield live
+    live.close()
+
+
+class Opened:
+    """A page on the screen, with the errors and requests it made."""
+
+    def __init__(self, browser: Any, url: str, width: int = 1024, height: int = 600) -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.goto(url, wait_until="load")
+
+    def status(self) -> str:
+        return str(self.page.text_content("#state"))
+
+    def until(self, check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while not check():
+            assert time.monotonic() < deadline, f"the page never showed {what}"
+            self.page.wait_for_timeout(20)
+
+
+def test_the_callers_words_and_the_agents_as_played_then_cut(browser: Any,
+                                                             screen: LiveScreen) -> None:
+    opened = Opened(browser, screen.url)
+    opened.until(lambda: opened.status() == "Listening", "Listening")
+    screen.publish(UserTurn("Do you have a table tonight?", ()))
+    opened.page.wait_for_selector('li[data-who="caller"]', timeout=WAIT_MS)
+    assert opened.page.text_content('li[data-who="caller"] .text') == \
+        "Do you have a table tonight?"
+    assert opened.status() == "Thinking…"
+    assert opened.page.is_hidden("#stop")
+
+    screen.publish(PlaybackStarted("u1"))
+    agent = 'li[data-who="agent"]'
+    for heard in ("We have", "We have three", "We have three tables"):
+        screen.playing = NowPlaying("u1", REPLY, heard)
+        opened.until(lambda h=heard: opened.page.text_content(f"{agent} .heard") == h,  # type: ignore[misc]
+                     f"{heard!r} lit")
+        assert opened.page.text_content(f"{agent} .rest") == REPLY[len(heard):]
+    assert opened.status() == "Speaking" and opened.page.is_visible("#stop")
+
+    opened.page.click("#stop")
+    opened.until(lambda: screen.stops == 1, "the stop reaching the agent")
+    screen.publish(UnitFinalized(Finalize("u1", REPLY, "We have three tables", 0, 22050, (), 0)))
+    opened.page.wait_for_selector(f'{agent}[data-said="cut"]', timeout=WAIT_MS)
+    assert opened.page.text_content(f"{agent} .heard") == "We have three tables"
+    rest = opened.page.locator(f"{agent} .rest")
+    assert rest.text_content() == " left: at seven, at eight and at nine."
+    assert "line-through" in rest.evaluate("e => getComputedStyle(e).textDecorationLine")
+    assert opened.page.text_content(f"{agent} .sr-only") == " (not said)"
+    assert opened.errors == []
+    origin = screen.url.split("#")[0]
+    assert {url.split("#")[0] for url in opened.requests} <= {
+        origin, f"{origin}screen.css", f"{origin}screen.js", f"{origin}favicon.ico"}
+
+
+HOSTILE = ['</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">',
+           "\u202egnp.exe\u202c and \u2067right to left\u2069 <b>bold</b>",
+           "w" * 10_000]
+
+
+@pytest.mark.parametrize(("width", "height"), [(800, 480), (480, 800), (1024, 600),
+                                               (1920, 1080)])
+def test_hostile_text_is_text_and_every_layout_fits(browser: Any, screen: LiveScreen,
+                                                     width: int, height: int) -> None:
+    opened = Opened(browser, screen.url, width, height)
+    for text in HOSTILE:
+        screen.publish(UserTurn(text, ()))
+    screen.publish(PlaybackStarted("u1"))
+    screen.playing = NowPlaying("u1", HOSTILE[0] + " " + REPLY, HOSTILE[0])
+    opened.page.wait_for_selector('li[data-who="agent"]', timeout=WAIT_MS)
+    opened.until(lambda: opened.page.text_content('li[data-who="agent"] .heard') == HOSTILE[0],
+                 "the hostile reply")
+    shown = opened.page.eval_on_selector_all('li[data-who="caller"] .text',
+                                             "items => items.map(e => e.textContent)")
+    assert shown == [*HOSTILE[:2], "…" + "w" * (MAX_LINE_CHARS - 1)]  # a line's end is kept
+    assert opened.page.evaluate("window.pwned") is None
+    assert opened.page.locator("li script, li img, li b").count() == 0
+    fits = opened.page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert fits[0] <= fits[1], f"wider than the screen at {width}x{height}: {fits}"
+    # Readable at 1.5 m: captions at least 24 px high on the smallest screen, larger on larger.
+    size = float(opened.page.eval_on_selector(
+        'li[data-who="caller"] .text', "e => parseFloat(getComputedStyle(e).fontSize)"))
+    assert size >= 24
+    box = opened.page.locator("#stop").bounding_box()
+    assert box is not None and box["y"] + box["height"] <= height and box["height"] >= 48
+    assert opened.errors == []
+
+
+def test_a_restarted_agent_is_reconnected_to_and_a_wrong_token_is_told(
+        browser: Any, screen: LiveScreen) -> None:
+    opened = Opened(browser, screen.url)
+    screen.publish(UserTurn("before the restart", ()))
+    opened.page.wait_for_selector('li[data-who="caller"]', timeout=WAIT_MS)
+    screen.restart()
+    opened.until(lambda: opened.page.locator("li").count() == 0, "the captions cleared")
+    screen.publish(UserTurn("after the restart", ()))
+    opened.until(lambda: opened.page.locator("li").count() == 1
+                 and opened.page.text_content("li .text") == "after the restart",
+                 "the restarted agent's captions")
+    refused = Opened(browser, screen.url.replace(TOKEN, "not-the-token-at-all"))
+    refused.until(lambda: "refused" in refused.status(), "the token refused")
+    assert refused.page.locator("li").count() == 0
+
+
+# --------------------------------------------------------------------------- a real call
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.models
+@pytest.mark.realtime
+def test_a_demo_call_with_a_barge_in_shows_on_the_screen_what_the_record_calls_heard(
+        browser: Any, tmp_path: Path) -> None:
+    port = _free_port()
+    config = write_config(tmp_path, f'[screen]\nenabled = true\nlisten = "127.0.0.1:{port}"\n')
+    out = tmp_path / "session.json"
+    snapshots: list[dict[str, Any]] = []
+    page = browser.new_page(viewport={"width": 1024, "height": 600})
+    page.on("websocket", lambda socket: socket.on(
+        "framereceived", lambda frame: snapshots.append(json.loads(frame))))
+    console, errors = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with console.open("w") as stdout_file, errors.open("w") as stderr_file:  # never a full pipe
+        demo = subprocess.Popen(command("demo", "--json", out, config=config),
+                                env=environment(), cwd=tmp_path, stdin=subprocess.DEVNULL,
+                                stdout=stdout_file, stderr=stderr_file)
+    try:
+        assert _wait_listening(port, demo), errors.read_text()[-3000:]
+        page.goto(f"http://127.0.0.1:{port}/", wait_until="load")
+        cut_on_screen = ""
+        while demo.poll() is None:  # the page follows the call until the demo ends
+            page.wait_for_timeout(50)
+            cut = page.locator('li[data-who="agent"][data-said="cut"] .heard')
+            if cut.count():
+                cut_on_screen = str(cut.first.text_content())
+        demo.wait(60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait(10)
+    stdout, stderr = console.read_text(), errors.read_text()
+    assert demo.returncode == 0, stderr[-3000:]
+    record = json.loads(out.read_text(encoding="utf-8"))
+    [cut_unit] = [u for u in record["units"] if u["interrupted"]]
+    assert cut_on_screen == cut_unit["heard"] and cut_unit["heard"]
+    # Word by word: the cut unit's heard part grew through several readings of the speaker,
+    # each a prefix of the next and of the record's.
+    growing = [line["heard"] for shot in snapshots for line in shot["lines"]
+               if line["who"] == "agent" and line["id"] == cut_unit["unit_id"]]
+    distinct = list(dict.fromkeys(growing))
+    assert len(distinct) >= 3, distinct
+    assert all(cut_unit["generated"].startswith(heard) for heard in distinct)
+    last = [shot for shot in snapshots if shot["lines"]][-1]["lines"]  # before it cleared
+    final = {line["id"]: line["heard"] for line in last if line["who"] == "agent"}
+    assert final == {u["unit_id"]: u["heard"] for u in record["units"] if u["unit_id"] in final}
+    callers = [line["text"] for line in last if line["who"] == "caller"]
+    users = [t["text"] for t in record["turns"] if t["role"] == "user"]
+    assert callers == users[-len(callers):] and callers
+    assert "Traceback" not in stderr and stdout
+
+
+def _wait_listening(port: int, demo: subprocess.Popen[str]) -> bool:
+    """Until the demo's screen accepts connections (the models load first)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and demo.poll() is None:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.05)
+    return False
