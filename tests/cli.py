@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,40 @@ COMMAND = (sys.executable, "-m", "edge_agent")
 def command(*args: str | Path, config: Path | None = None) -> list[str]:
     """The argv of `edge-agent [-c CONFIG] ARGS` (for a child a test drives itself)."""
     return [*COMMAND, *(["-c", str(config)] if config is not None else []), *map(str, args)]
+
+
+def socket_activator(*listen: str, names: str, env: Mapping[str, str]) -> list[str]:
+    """The argv prefix that runs a command as systemd's socket activation would: listening at
+    each `listen` address, the sockets handed over named `names` ("a:b"), the command's
+    environment `env` (the activator passes on nothing else). Skips where Debian's
+    systemd-socket-activate (package systemd) is missing; .ci/run installs it."""
+    import pytest
+
+    found = shutil.which("systemd-socket-activate")
+    if found is None:
+        assert not os.environ.get("CI"), ".ci/run must apt-get install systemd"
+        pytest.skip("no systemd-socket-activate (Debian package systemd)")
+    return [found, *(f"--listen={address}" for address in listen), f"--fdname={names}",
+            *(f"--setenv={name}={value}" for name, value in env.items())]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_listening(port: int, process: subprocess.Popen[Any], seconds: float = 120) -> bool:
+    """Until something accepts connections on 127.0.0.1:`port` (True), `process` ends or
+    `seconds` pass (False). The probe's own connection is closed at once."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.05)
+    return False
 
 
 def environment(extra: Mapping[str, str] | None = None, drop: Collection[str] = ()

@@ -8,9 +8,12 @@ import asyncio
 import contextlib
 import json
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +39,9 @@ from edge_agent.events import (
 from edge_agent.heard.ledger import Finalize
 from edge_agent.screen.captions import MAX_LINE_CHARS, MAX_LINES, Captions
 from edge_agent.screen.server import POLICY, TOKEN_REFUSED, ScreenServer, ScreenUnavailableError
+from tests.cli import free_port, socket_activator, wait_listening
 
+REPO = Path(__file__).resolve().parents[1]
 REPLY = "We have three tables left: at seven, at eight and at nine."
 TOKEN = "0123456789abcdef0123"
 
@@ -240,8 +245,8 @@ async def test_a_port_that_is_taken_is_named() -> None:
         server = ScreenServer(ListenAddress("127.0.0.1", port), "",
                               Captions(VirtualClock(), 60), lambda: None, Stops())
         with pytest.raises(ScreenUnavailableError,
-                           match=f"screen: cannot listen on 127.0.0.1:{port}: .*change "
-                                 r"\[screen\] listen"):
+                           match=f"screen: cannot listen on 127.0.0.1:{port}: .*another program "
+                                 r"has the port.*change \[screen\] listen"):
             await server.start()
 
 
@@ -275,3 +280,25 @@ async def test_a_page_that_stops_reading_is_dropped_and_the_others_go_on(
                != "still here"):
             pass
     writer.close()
+
+
+def test_the_socket_systemd_hands_over_is_found_by_its_name(tmp_path: Path) -> None:
+    """Two sockets handed over, as systemd hands a service its socket units' (LISTEN_FDS,
+    LISTEN_FDNAMES): the screen's is the second; a child the agent starts inherits neither."""
+    first, second = free_port(), free_port()
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import os, sys\n"
+        "from edge_agent.service.activation import inherited_socket\n"
+        "found = inherited_socket('screen')\n"
+        "print(found.getsockname()[1], os.get_inheritable(found.fileno()),"
+        " inherited_socket('other'), inherited_socket('screen', {}))\n", encoding="utf-8")
+    argv = [*socket_activator(f"127.0.0.1:{first}", f"127.0.0.1:{second}", names="web:screen",
+                              env={"PYTHONPATH": str(REPO)}), sys.executable, str(script)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as child:
+        assert wait_listening(first, child, 30)  # its first connection starts the child
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert out.split() == [str(second), "False", "None", "None"]
+

@@ -27,7 +27,7 @@ from edge_agent.events import Event, EventLog, PlaybackStarted, UnitFinalized, U
 from edge_agent.heard.ledger import Finalize
 from edge_agent.screen.captions import MAX_LINE_CHARS, Captions
 from edge_agent.screen.server import ScreenServer
-from tests.cli import command, environment, write_config
+from tests.cli import command, environment, free_port, socket_activator, wait_listening, write_config
 
 pytestmark = pytest.mark.browser
 
@@ -144,6 +144,9 @@ def test_the_callers_words_and_the_agents_as_played_then_cut(browser: Any,
     assert rest.text_content() == " left: at seven, at eight and at nine."
     assert "line-through" in rest.evaluate("e => getComputedStyle(e).textDecorationLine")
     assert opened.page.text_content(f"{agent} .sr-only") == " (not said)"
+    # A screen reader hears each line once, when it is done, not each word as it lit up.
+    assert opened.page.eval_on_selector_all("#announce span", "s => s.map(e => e.textContent)") \
+        == ["You: Do you have a table tonight?", "Agent, cut short: We have three tables"]
     assert opened.errors == []
     origin = screen.url.split("#")[0]
     assert {url.split("#")[0] for url in opened.requests} <= {
@@ -184,6 +187,34 @@ def test_hostile_text_is_text_and_every_layout_fits(browser: Any, screen: LiveSc
     assert opened.errors == []
 
 
+AXE_RULES = ["wcag2a", "wcag2aa", "wcag2aaa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
+"""What axe-core checks: WCAG 2.x A to AAA (AAA holds the 7:1 text contrast,
+color-contrast-enhanced) and its best practices."""
+
+
+@pytest.mark.parametrize(("width", "height"), [(800, 480), (1920, 1080)])
+def test_axe_core_finds_nothing_and_text_contrast_is_7_to_1(
+        browser: Any, screen: LiveScreen, width: int, height: int) -> None:
+    """axe-core (the engine of the npm package, as axe-playwright-python ships it) run in the
+    page while it shows every kind of line and the stop button."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    opened = Opened(browser, screen.url, width, height)
+    screen.publish(UserTurn("Do you have a table tonight?", ()))
+    screen.publish(PlaybackStarted("u1"))
+    screen.publish(UnitFinalized(Finalize("u1", REPLY, "We have three tables", 0, 22050, (), 0)))
+    screen.publish(UserTurn("Seven, please.", ()))
+    screen.publish(PlaybackStarted("u2"))
+    screen.playing = NowPlaying("u2", "Seven it is. Your name, please?", "Seven it is.")
+    opened.until(lambda: opened.page.locator("li").count() == 4
+                 and opened.page.is_visible("#stop"), "four lines and the stop button")
+    results = Axe().run(opened.page, options={"runOnly": {"type": "tag", "values": AXE_RULES}})
+    violations = results.response["violations"]
+    assert [(v["id"], v["impact"], v["help"]) for v in violations] == []  # not even minor
+    checked = {rule["id"] for rule in results.response["passes"]}
+    assert {"color-contrast-enhanced", "button-name", "html-has-lang"} <= checked
+
+
 def test_a_restarted_agent_is_reconnected_to_and_a_wrong_token_is_told(
         browser: Any, screen: LiveScreen) -> None:
     opened = Opened(browser, screen.url)
@@ -202,18 +233,15 @@ def test_a_restarted_agent_is_reconnected_to_and_a_wrong_token_is_told(
 
 # --------------------------------------------------------------------------- a real call
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.models
 @pytest.mark.realtime
 def test_a_demo_call_with_a_barge_in_shows_on_the_screen_what_the_record_calls_heard(
         browser: Any, tmp_path: Path) -> None:
-    port = _free_port()
-    config = write_config(tmp_path, f'[screen]\nenabled = true\nlisten = "127.0.0.1:{port}"\n')
+    """The agent is handed its listening socket as the service's socket unit hands it
+    (systemd-socket-activate: LISTEN_FDS, FileDescriptorName=screen), at another port than
+    `[screen] listen` names, which stays closed."""
+    port, configured = free_port(), free_port()
+    config = write_config(tmp_path, f'[screen]\nenabled = true\nlisten = "127.0.0.1:{configured}"\n')
     out = tmp_path / "session.json"
     snapshots: list[dict[str, Any]] = []
     page = browser.new_page(viewport={"width": 1024, "height": 600})
@@ -221,12 +249,16 @@ def test_a_demo_call_with_a_barge_in_shows_on_the_screen_what_the_record_calls_h
         "framereceived", lambda frame: snapshots.append(json.loads(frame))))
     console, errors = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with console.open("w") as stdout_file, errors.open("w") as stderr_file:  # never a full pipe
-        demo = subprocess.Popen(command("demo", "--json", out, config=config),
-                                env=environment(), cwd=tmp_path, stdin=subprocess.DEVNULL,
+        demo = subprocess.Popen([*socket_activator(f"127.0.0.1:{port}", names="screen",
+                                                   env=environment()),
+                                 *command("demo", "--json", out, config=config)],
+                                cwd=tmp_path, stdin=subprocess.DEVNULL,
                                 stdout=stdout_file, stderr=stderr_file)
     try:
-        assert _wait_listening(port, demo), errors.read_text()[-3000:]
-        page.goto(f"http://127.0.0.1:{port}/", wait_until="load")
+        assert wait_listening(port, demo), errors.read_text()[-3000:]  # starts the demo
+        page.goto(f"http://127.0.0.1:{port}/", wait_until="load", timeout=120_000)  # models load
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", configured)) != 0  # it listened on no other
         cut_on_screen = ""
         while demo.poll() is None:  # the page follows the call until the demo ends
             page.wait_for_timeout(50)
@@ -257,14 +289,3 @@ def test_a_demo_call_with_a_barge_in_shows_on_the_screen_what_the_record_calls_h
     users = [t["text"] for t in record["turns"] if t["role"] == "user"]
     assert callers == users[-len(callers):] and callers
     assert "Traceback" not in stderr and stdout
-
-
-def _wait_listening(port: int, demo: subprocess.Popen[str]) -> bool:
-    """Until the demo's screen accepts connections (the models load first)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and demo.poll() is None:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.05)
-    return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,8 @@ from edge_agent.config.lan import network_allowance
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import CommandResult, run_plan
 from edge_agent.installer.unit import (
+    SCREEN_SOCKET,
+    SERVICE,
     Layout,
     install_plan,
     preflight,
@@ -34,14 +37,21 @@ QUERIES = ("is-enabled", "is-active")
 class FakeSystem:
     """A runner: records every command; systemd-sysusers adds the user to the root's
     /etc/passwd (with this process's own ids, so the test can own what it makes), systemctl
-    keeps enabled/active as systemd would."""
+    keeps each unit's enabled/active as systemd would (the service's: `enabled`, `active`)."""
 
     def __init__(self, root: Path, fail: str = "") -> None:
         self.root = root
         self.fail = fail
         self.commands: list[list[str]] = []
-        self.enabled = False
-        self.active = False
+        self.units: dict[str, tuple[bool, bool]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.units.get(SERVICE, (False, False))[0]
+
+    @property
+    def active(self) -> bool:
+        return self.units.get(SERVICE, (False, False))[1]
 
     def __call__(self, argv: Sequence[str]) -> CommandResult:
         argv = list(argv)
@@ -54,16 +64,21 @@ class FakeSystem:
             with passwd.open("a", encoding="utf-8") as out:
                 out.write(f"edge-agent:x:{os.getuid()}:{os.getgid()}:edge-agent voice agent:"
                           "/var/lib/edge-agent:/usr/sbin/nologin\n")
-        elif "is-enabled" in argv:
-            return CommandResult(0 if self.enabled else 1, "")
-        elif "is-active" in argv:
-            return CommandResult(0 if self.active else 3, "")
-        elif "enable" in argv:
-            self.enabled = True
-            self.active = self.active or "--now" in argv
+            return CommandResult(0, "")
+        unit = argv[-1]
+        enabled, active = self.units.get(unit, (False, False))
+        if "is-enabled" in argv:
+            return CommandResult(0 if enabled else 1, "")
+        if "is-active" in argv:
+            return CommandResult(0 if active else 3, "")
+        if "enable" in argv:
+            self.units[unit] = (True, active or "--now" in argv)
         elif "disable" in argv:
-            self.enabled = False
-            self.active = self.active and "--now" not in argv
+            self.units[unit] = (False, active and "--now" not in argv)
+        elif "stop" in argv:
+            self.units[unit] = (enabled, False)
+        elif "restart" in argv or "start" in argv:
+            self.units[unit] = (enabled, True)
         return CommandResult(0, "")
 
     def changes(self) -> list[list[str]]:
@@ -318,25 +333,57 @@ def test_a_config_naming_a_lan_server_opens_the_network_to_it_only(tmp_path: Pat
     assert any("IPAddressAllow=10.0.0.5" in line for line in lines), lines
 
 
-def test_the_screen_opens_the_network_to_this_machine_only(tmp_path: Path) -> None:
+def _screen_config(root: Path, on: bool, listen: str = "127.0.0.1:8780") -> None:
+    """The installed config with the screen on or off, at `listen`."""
+    config = root / "etc/edge-agent/edge-agent.toml"
+    text = re.sub(r"(?m)^enabled = (true|false)\n# Where the page is served",
+                  f"enabled = {'true' if on else 'false'}\n# Where the page is served",
+                  config.read_text(encoding="utf-8"))
+    text = re.sub(r'(?m)^listen = ".*"$', f'listen = "{listen}"', text)
+    token = "" if listen.startswith("127.") else "0123456789abcdef"
+    config.write_text(re.sub(r'(?m)^token = ".*"$', f'token = "{token}"', text), encoding="utf-8")
+
+
+def test_the_screen_is_a_socket_systemd_hands_over_and_the_agent_keeps_no_network(
+        tmp_path: Path) -> None:
     system = FakeSystem(tmp_path)
     _install(tmp_path, system)
-    config = tmp_path / "etc/edge-agent/edge-agent.toml"
-    shipped = config.read_text(encoding="utf-8")
-    screen_on = shipped.replace("enabled = false\n# Where the page is served",
-                                "enabled = true\n# Where the page is served")
-    assert screen_on != shipped
-    config.write_text(screen_on, encoding="utf-8")
-    plan = install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[], resolve=lambda _: [])
-    assert run_plan(plan, False, lambda line: None) >= 1
-    text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
-    assert "\nPrivateNetwork=no\n" in text and "\nIPAddressAllow=localhost\n" in text, text
-    lan = screen_on.replace('listen = "127.0.0.1:8780"', 'listen = "0.0.0.0:8780"').replace(
-        'token = ""', 'token = "0123456789abcdef"')
-    config.write_text(lan, encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"screen.listen: 0.0.0.0:8780: the service serves "
-                                          "the screen to this machine only"):
-        install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[], resolve=lambda _: [])
+    socket_unit = tmp_path / "etc/systemd/system" / SCREEN_SOCKET
+    assert not socket_unit.exists() and SCREEN_SOCKET not in system.units
+    _screen_config(tmp_path, on=True)
+    system.commands.clear()
+    assert _install(tmp_path, system)[0] >= 1
+    text = socket_unit.read_text(encoding="utf-8")
+    assert "\nListenStream=127.0.0.1:8780\n" in text and "\nFileDescriptorName=screen\n" in text
+    assert "\nIPAddressAllow=localhost\n" in text and "\nService=edge-agent.service\n" in text
+    service = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
+    assert "\nPrivateNetwork=yes\n" in service and "\nRestrictAddressFamilies=AF_UNIX\n" in service
+    # The socket is started with the agent stopped (systemd refuses it under a running
+    # service), then the agent starts again and is handed the socket.
+    changes = [c[1:] for c in system.changes() if c[0] == "systemctl"]
+    assert changes.index(["stop", SERVICE]) < changes.index(["restart", SCREEN_SOCKET]) \
+        < changes.index(["enable", "--now", SERVICE])
+    assert system.units[SCREEN_SOCKET] == (True, True) and system.active
+    assert _install(tmp_path, system)[0] == 0  # a second install changes nothing
+
+    _screen_config(tmp_path, on=True, listen="0.0.0.0:8780")  # a staff tablet too
+    _install(tmp_path, system)
+    text = socket_unit.read_text(encoding="utf-8")
+    assert "\nListenStream=0.0.0.0:8780\n" in text and "IPAddress" not in text
+
+    _screen_config(tmp_path, on=False)
+    _install(tmp_path, system)
+    assert not socket_unit.exists() and system.units[SCREEN_SOCKET] == (False, False)
+
+
+def test_uninstall_takes_the_screen_socket_too(tmp_path: Path) -> None:
+    system = FakeSystem(tmp_path)
+    _install(tmp_path, system)
+    _screen_config(tmp_path, on=True)
+    _install(tmp_path, system)
+    _uninstall(tmp_path, system)
+    assert not (tmp_path / "etc/systemd/system" / SCREEN_SOCKET).exists()
+    assert system.units[SCREEN_SOCKET] == (False, False)
 
 
 def test_a_lan_server_given_by_address_needs_no_name_server(tmp_path: Path) -> None:

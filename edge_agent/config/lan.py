@@ -228,22 +228,6 @@ def lan_hosts(config: Config) -> list[str]:
     return list(dict.fromkeys(hosts))
 
 
-def screen_allowance(config: Config) -> list[str]:
-    """What the service must accept for the kiosk's screen (`[screen]`): "localhost" (systemd's
-    name for 127.0.0.0/8 and ::1) for a screen on this machine, nothing when it is off.
-    ConfigError for a screen served to other machines: the unit cannot yet be opened to the
-    LAN's pages only."""
-    if not config.screen.enabled:
-        return []
-    address = parse_listen(config.screen.listen, config.source)
-    if not address.loopback:
-        raise ConfigError(config.source, "screen.listen",
-                          f"{address.shown}: the service serves the screen to this machine "
-                          "only (the kiosk's own browser): listen on 127.0.0.1, or run "
-                          "`edge-agent run` outside the service for pages on other machines")
-    return ["localhost"]
-
-
 def network_allowance(hosts: Sequence[str], resolve: Resolve | None = None,
                       resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:
     """The addresses the service must reach for `hosts`: each address given as such; for a

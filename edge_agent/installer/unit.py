@@ -22,7 +22,7 @@ from pathlib import Path
 import edge_agent
 from edge_agent.config import Config
 from edge_agent.config.file import load_config, parse_config
-from edge_agent.config.lan import Resolve, lan_hosts, network_allowance, screen_allowance
+from edge_agent.config.lan import Resolve, lan_hosts, network_allowance, parse_listen
 from edge_agent.config.tomlfile import read_text
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import (
@@ -37,6 +37,8 @@ from edge_agent.installer.steps import (
 from edge_agent.printable import shown
 
 SERVICE = "edge-agent.service"
+SCREEN_SOCKET = "edge-agent-screen.socket"
+"""The kiosk's screen's socket, which systemd listens on and hands to the service."""
 USER = "edge-agent"
 STATE_DIR = "/var/lib/edge-agent"
 CONFIG_DIR = "/etc/edge-agent"
@@ -60,6 +62,10 @@ class Layout:
         return self.host(f"/etc/systemd/system/{SERVICE}")
 
     @property
+    def screen_socket(self) -> Path:
+        return self.host(f"/etc/systemd/system/{SCREEN_SOCKET}")
+
+    @property
     def sysusers(self) -> Path:
         return self.host("/etc/sysusers.d/edge-agent.conf")
 
@@ -79,8 +85,8 @@ class Layout:
         return None
 
 
-def _systemctl_says(layout: Layout, runner: Runner, *query: str) -> bool:
-    result = runner(layout.systemctl(*query, "--quiet", SERVICE))
+def _systemctl_says(layout: Layout, runner: Runner, *query: str, unit: str = SERVICE) -> bool:
+    result = runner(layout.systemctl(*query, "--quiet", unit))
     return result.returncode == 0
 
 
@@ -111,8 +117,8 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
         settings = load_config(installed) if installed.is_file() else None
         config = WriteFile(installed, service_config(template("config/edge-agent.toml")), 0o644,
                            keep_existing=True, detail=f'data_dir = "{STATE_DIR}"')
-    allow = ([*network_allowance(lan_hosts(settings), resolve, layout.host("/etc/resolv.conf")),
-              *screen_allowance(settings)] if settings is not None else [])
+    allow = (network_allowance(lan_hosts(settings), resolve, layout.host("/etc/resolv.conf"))
+             if settings is not None else [])
     # The venue's knowledge files are read where the config names them, a home directory too.
     reading = [f.resolve().parent for f in settings.knowledge_files] if settings else []
     bind = under_home([*(bind if bind is not None else read_only_paths()), *reading])
@@ -123,6 +129,7 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
     sysusers_argv = ["systemd-sysusers", str(layout.sysusers)]
     if not layout.live:
         sysusers_argv[1:1] = ["--root", str(layout.root)]
+    screen = _screen_steps(layout, runner, settings)
     steps: list[Step] = [
         sysusers,
         Command(sysusers_argv, runner, done=lambda: layout.user_ids(USER) is not None,
@@ -131,10 +138,12 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
         config,
         MakeDir(state_dir, 0o700, owner=lambda: layout.user_ids(USER), owner_name=USER),
         unit,
+        *screen,
     ]
     if layout.live:
         steps += [
-            Command(layout.systemctl("daemon-reload"), runner, after=(unit,)),
+            Command(layout.systemctl("daemon-reload"), runner, after=(unit, *screen[-1:])),
+            *_screen_start(layout, runner, settings, screen),
             # A running agent started from an older unit (another ExecStart=) gets the new one;
             # try-restart leaves a stopped service stopped (enable --now starts it next).
             Command(layout.systemctl("try-restart", SERVICE), runner, after=(unit, sysusers)),
@@ -146,9 +155,54 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
         wants = layout.host(f"/etc/systemd/system/multi-user.target.wants/{SERVICE}")
         steps.append(Command(layout.systemctl("enable", SERVICE), runner,
                              done=lambda: wants.is_symlink()))
+        if settings is not None and settings.screen.enabled:
+            socket_wants = layout.host(f"/etc/systemd/system/sockets.target.wants/{SCREEN_SOCKET}")
+            steps.append(Command(layout.systemctl("enable", SCREEN_SOCKET), runner,
+                                 done=lambda: socket_wants.is_symlink()))
     notes = [f"edge-agent runs as user {USER} with data in {STATE_DIR}; "
              "`journalctl -u edge-agent -f` shows it, `systemctl status edge-agent` its state."]
     return Plan(steps, notes)
+
+
+def _screen_steps(layout: Layout, runner: Runner, settings: Config | None) -> list[Step]:
+    """The screen's socket unit written (`[screen] enabled`), or disabled and removed (off, and
+    an earlier install wrote it)."""
+    if settings is not None and settings.screen.enabled:
+        return [WriteFile(layout.screen_socket, render_screen_socket(
+            template(f"systemd/{SCREEN_SOCKET}"), settings), 0o644,
+            detail=f"ListenStream={parse_listen(settings.screen.listen, settings.source).shown}")]
+    if not layout.screen_socket.exists():
+        return []
+    return [Command(layout.systemctl("disable", *(["--now"] if layout.live else []), SCREEN_SOCKET),
+                    runner), Remove(layout.screen_socket)]
+
+
+def _screen_start(layout: Layout, runner: Runner, settings: Config | None,
+                  screen: list[Step]) -> list[Step]:
+    """With the screen on: its socket enabled and listening before the service starts, so the
+    agent gets it."""
+    if settings is None or not settings.screen.enabled:
+        return []
+    return [
+        # systemd refuses to start a socket whose service runs ("already active, refusing"):
+        # a new or changed socket is started with the agent stopped; it starts again after.
+        Command(layout.systemctl("stop", SERVICE), runner, after=tuple(screen)),
+        Command(layout.systemctl("restart", SCREEN_SOCKET), runner, after=tuple(screen)),
+        Command(layout.systemctl("enable", "--now", SCREEN_SOCKET), runner,
+                done=lambda: _systemctl_says(layout, runner, "is-enabled", unit=SCREEN_SOCKET)
+                and _systemctl_says(layout, runner, "is-active", unit=SCREEN_SOCKET)),
+    ]
+
+
+def render_screen_socket(text: str, settings: Config) -> str:
+    """The shipped socket unit listening at `[screen] listen`; open to other machines when that
+    is not loopback (the config then has a token: `config.file` refuses it without one)."""
+    address = parse_listen(settings.screen.listen, settings.source)
+    text = re.sub(r"^ListenStream=.*$", _Literal(f"ListenStream={address.shown}"), text,
+                  count=1, flags=re.M)
+    if not address.loopback:
+        text = re.sub(r"^IPAddress(Deny|Allow)=.*\n", "", text, flags=re.M)
+    return text
 
 
 def _refuse_relative_knowledge(settings: Config, config_file: Path) -> None:
@@ -170,6 +224,10 @@ def uninstall_plan(layout: Layout, runner: Runner, purge: bool) -> Plan:
         unit,
         Remove(layout.sysusers),
     ]
+    if layout.screen_socket.exists():
+        steps[1:1] = [Command(layout.systemctl("disable", *(["--now"] if layout.live else []),
+                                               SCREEN_SOCKET), runner)]
+        steps.append(Remove(layout.screen_socket))
     if layout.live:
         steps.append(Command(layout.systemctl("daemon-reload"), runner, after=(unit,)))
     config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
@@ -243,9 +301,8 @@ def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = (),
     """The shipped unit with ExecStart= naming `executable` (`run` appended). An installation
     in a home directory is made visible read-only: ProtectHome=tmpfs (an empty /home, /root and
     /run/user) with just those directories bound in, instead of ProtectHome=yes. With `allow`
-    (addresses: the venue's servers, `lan.network_allowance`; the screen's pages,
-    `lan.screen_allowance`), the network is opened to those addresses only: no
-    PrivateNetwork=, IP sockets, IPAddressDeny=any with IPAddressAllow=."""
+    (addresses: the venue's servers, `lan.network_allowance`), the network is opened to those
+    addresses only: no PrivateNetwork=, IP sockets, IPAddressDeny=any with IPAddressAllow=."""
     exec_line = "ExecStart=" + " ".join(_unit_word(part) for part in [*executable, "run"])
     text, count = re.subn(r"^ExecStart=.*$", lambda _: exec_line, text, count=1, flags=re.M)
     if count != 1:
@@ -257,8 +314,8 @@ def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = (),
     if allow:
         relaxed = {
             "PrivateNetwork": "# Opened by `edge-agent service install` for the servers the "
-                              "config names (and the\n# screen's pages on this machine), and only "
-                              "to them: run it again after changing\n# them.\nPrivateNetwork=no",
+                              "config names, and\n# only to them: run it again after changing "
+                              "them.\nPrivateNetwork=no",
             "IPAddressDeny": f"IPAddressDeny=any\nIPAddressAllow={' '.join(allow)}",
             "RestrictAddressFamilies": "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"}
         for key, line in relaxed.items():

@@ -1,6 +1,11 @@
 // The kiosk's screen: connects to the agent (/live), shows each snapshot it sends, and sends
 // the stop button. Every text goes in with textContent: a caller's words or a model's reply
 // are never markup. The token, if any, comes after "#token=" (never sent in a request line).
+//
+// Lines are kept by id and only what changed is touched: a reply lighting up word by word
+// changes two text nodes, not the page. A screen reader hears each line once, when it is done
+// (the caller's turn; the agent's unit, played out or cut), from a separate live region, not
+// every word as it lights up.
 "use strict";
 
 const STATES = {
@@ -11,7 +16,9 @@ const STATES = {
   thinking: "Thinking…",
   speaking: "Speaking",
 };
+const WHO = { caller: "You", backchannel: "You (mm-hm)", agent: "Agent" };
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+const shown = new Map(); // line id -> its <li>
 let socket = null;
 let retry = 250;
 
@@ -30,28 +37,73 @@ function span(className, text) {
   return element;
 }
 
-function line(item) {
+function announce(text) {
+  const region = document.getElementById("announce");
+  region.append(span("", text));
+  while (region.childElementCount > 4) region.firstElementChild.remove();
+}
+
+function created(item) {
   const element = document.createElement("li");
   element.dataset.who = item.who;
   element.dataset.id = item.id;
-  const who = { caller: "You", backchannel: "You (mm-hm)", agent: "Agent" }[item.who];
-  const text = span("text", item.who === "agent" ? "" : item.text);
+  const text = span("text", "");
   text.dir = "auto";
-  element.append(span("who", who), text);
+  element.append(span("who", WHO[item.who]), text);
   if (item.who === "agent") {
-    element.dataset.said = item.said;
-    text.append(span("heard", item.heard), span("rest", item.rest));
-    if (item.said === "cut" && item.rest) element.append(span("sr-only", " (not said)"));
+    text.append(span("heard", ""), span("rest", ""));
+    element.append(span("sr-only note", ""));
+  } else {
+    text.textContent = item.text;
+    announce(`${WHO[item.who]}: ${item.text}`);
   }
   return element;
+}
+
+function setText(element, text) {
+  if (element.textContent !== text) element.textContent = text;
+}
+
+function update(element, item) {
+  if (item.who !== "agent") return;
+  setText(element.querySelector(".heard"), item.heard);
+  setText(element.querySelector(".rest"), item.rest);
+  setText(element.querySelector(".note"), item.said === "cut" && item.rest ? " (not said)" : "");
+  if (element.dataset.said !== item.said) {
+    element.dataset.said = item.said;
+    if (item.said === "done") announce(`Agent: ${item.heard}`);
+    if (item.said === "cut") announce(`Agent, cut short: ${item.heard}`);
+  }
 }
 
 function show(snapshot) {
   setState(snapshot.state, snapshot.caller_speaking);
   const list = document.getElementById("lines");
-  list.replaceChildren(...snapshot.lines.map(line));
+  const wanted = new Set(snapshot.lines.map((item) => item.id));
+  for (const [id, element] of shown) {
+    if (!wanted.has(id)) {
+      element.remove();
+      shown.delete(id);
+    }
+  }
+  snapshot.lines.forEach((item, index) => {
+    let element = shown.get(item.id);
+    if (!element) {
+      element = created(item);
+      shown.set(item.id, element);
+    }
+    update(element, item);
+    const there = list.children[index] || null;
+    if (there !== element) list.insertBefore(element, there); // only a line out of place moves
+  });
   const main = document.querySelector("main");
   main.scrollTop = main.scrollHeight;
+}
+
+function clear() {
+  shown.clear();
+  document.getElementById("lines").replaceChildren();
+  document.getElementById("announce").replaceChildren();
 }
 
 function connect() {
@@ -63,7 +115,7 @@ function connect() {
   };
   socket.onmessage = (message) => show(JSON.parse(message.data));
   socket.onclose = (closed) => {
-    document.getElementById("lines").replaceChildren();  // nothing stays up unconnected
+    clear(); // nothing stays up unconnected
     if (closed.code === 4401) {
       setState("refused", false);
       return;

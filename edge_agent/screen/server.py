@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
@@ -57,17 +59,21 @@ TOKEN_REFUSED = 4401
 
 
 class ScreenUnavailableError(EdgeAgentError):
-    """The screen's address cannot be listened on (taken, or not this machine's)."""
+    """The screen's address cannot be listened on (taken, not this machine's, or no network
+    socket allowed: the service's sandbox without its socket unit)."""
 
 
 class ScreenServer:
-    """Serves `captions` to pages at `address`; `stop` is the stop button's interruption
-    (True if something was being said); `playing` the speaker's position."""
+    """Serves `captions` to pages at `address`, or on `listening` when systemd opened that
+    socket for it; `stop` is the stop button's interruption (True if something was being
+    said); `playing` the speaker's position."""
 
     def __init__(self, address: ListenAddress, token: str, captions: Captions,
                  playing: Callable[[], NowPlaying | None],
-                 stop: Callable[[], Awaitable[bool]]) -> None:
+                 stop: Callable[[], Awaitable[bool]],
+                 listening: socket.socket | None = None) -> None:
         self._address = address
+        self._listening = listening
         self._token = token
         self._captions = captions
         self._playing = playing
@@ -95,17 +101,17 @@ class ScreenServer:
         events.listen(self._event)
 
     async def start(self) -> None:
-        host = self._address.host
+        """Listen at the address, or on `listening` (a socket systemd opened for the agent)."""
+        where: dict[str, Any] = ({"sock": self._listening} if self._listening is not None else
+                                 {"host": self._address.host, "port": self._address.port})
         try:
             self._server = await serve(
-                self._page, "localhost" if host == "localhost" else host, self._address.port,
-                process_request=self._request, server_header=None, max_size=MAX_MESSAGE,
-                ping_interval=20, ping_timeout=20)
+                self._page, process_request=self._request, server_header=None,
+                max_size=MAX_MESSAGE, ping_interval=20, ping_timeout=20, **where)
         except OSError as exc:
             raise ScreenUnavailableError(
-                f"screen: cannot listen on {self._address.shown}: {exc.strerror or exc} (another "
-                "program has the port, or the address is not this machine's): change [screen] "
-                "listen") from None
+                f"screen: cannot listen on {self._address.shown}: {exc.strerror or exc} "
+                f"({_why_not(exc)})") from None
         self._feeding = asyncio.create_task(self._feed())
 
     async def close(self) -> None:
@@ -174,6 +180,16 @@ class ScreenServer:
                 self._pages.discard(page)
                 transport.abort()  # it stopped reading: it reconnects and starts afresh
         broadcast(self._pages, message)
+
+
+def _why_not(error: OSError) -> str:
+    if error.errno in (errno.EAFNOSUPPORT, errno.EPERM, errno.EACCES):
+        # The service's sandbox (RestrictAddressFamilies=AF_UNIX), or a port below 1024.
+        return ("no network socket is allowed here: as the service, run `sudo edge-agent "
+                "service install` again, so that systemd listens for the screen "
+                "(edge-agent-screen.socket) and hands the socket over")
+    return ("another program has the port, or the address is not this machine's: change "
+            "[screen] listen")
 
 
 def _wants_stop(message: str | bytes) -> bool:
