@@ -101,13 +101,16 @@ def test_a_unit_opened_to_a_lan_server_verifies_and_rates_ok(tmp_path: Path,
     assert any("PrivateNetwork=" in line for line in counted)  # it did open the network
 
 
-@pytest.mark.parametrize("listen", ["127.0.0.1:8780", "0.0.0.0:8780"], ids=["local", "lan"])
-def test_the_screen_socket_verifies_beside_the_unit_it_hands_over_to(tmp_path: Path,
-                                                                   listen: str) -> None:
+@pytest.mark.parametrize(("listen", "stream"), [("127.0.0.1:8780", "127.0.0.1:8780"),
+                                                ("localhost:8780", "127.0.0.1:8780"),
+                                                ("0.0.0.0:8780", "0.0.0.0:8780")],
+                         ids=["local", "localhost", "lan"])
+def test_the_screen_socket_verifies_beside_the_unit_it_hands_over_to(
+        tmp_path: Path, listen: str, stream: str) -> None:
     """The screen's socket (socket activation) leaves the service's unit as it is: its score
     stays the one `test_security_exposure_is_low` measures."""
     unit = _installed_copy(tmp_path)
-    token = "" if listen.startswith("127.") else 'token = "0123456789abcdef"\n'
+    token = "" if listen.startswith(("127.", "localhost")) else 'token = "0123456789abcdef"\n'
     settings = parse_config(f'[screen]\nenabled = true\nlisten = "{listen}"\n{token}', "k.toml")
     socket_unit = unit.parent / SCREEN_SOCKET
     socket_unit.write_text(render_screen_socket(
@@ -116,7 +119,7 @@ def test_the_screen_socket_verifies_beside_the_unit_it_hands_over_to(tmp_path: P
     result = _analyze("verify", "--man=no", str(socket_unit))
     problems = _problems(result, socket_unit)
     assert result.returncode == 0 and not problems, result.stdout + result.stderr
-    assert f"ListenStream={listen}" in socket_unit.read_text(encoding="utf-8")
+    assert f"\nListenStream={stream}\n" in socket_unit.read_text(encoding="utf-8")
 
 
 def test_the_shipped_unit_as_it_is_rates_low_too() -> None:

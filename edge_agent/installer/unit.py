@@ -11,6 +11,7 @@ The files installed come from the source tree (systemd/, config/: `template`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -198,6 +199,8 @@ def render_screen_socket(text: str, settings: Config) -> str:
     """The shipped socket unit listening at `[screen] listen`; open to other machines when that
     is not loopback (the config then has a token: `config.file` refuses it without one)."""
     address = parse_listen(settings.screen.listen, settings.source)
+    if address.host == "localhost":  # systemd listens on addresses, not names
+        address = dataclasses.replace(address, host="127.0.0.1")
     text = re.sub(r"^ListenStream=.*$", _Literal(f"ListenStream={address.shown}"), text,
                   count=1, flags=re.M)
     if not address.loopback:
