@@ -175,14 +175,14 @@ def test_a_call_through_the_server_keeps_heard_truth(server: LlamaServer,
 def test_bench_lan_compares_the_server_with_the_device(server: LlamaServer,
                                                        tmp_path: Path) -> None:
     config = write_config(tmp_path, f'[llm]\nserver = "{server.url}"\nmax_tokens = 20\n'
-                                    "server_timeout_ms = 400\n")
+                                    "server_timeout_ms = 5000\n")
     out = tmp_path / "lan.json"
     result = edge_agent("bench", "lan", "--questions", "2", "--json", out, config=config,
                         timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads(out.read_text(encoding="utf-8"))
-    assert figures["server"] == server.url and figures["timeout_ms"] == 400
+    assert figures["server"] == server.url and figures["timeout_ms"] == 5000
     assert all(figures[f"{series}_first_word_ms"]["n"] == 2
                for series in ("server", "device", "refused", "silent"))
-    assert min(figures["silent_first_word_ms"]["values"]) >= 400
+    assert min(figures["silent_first_word_ms"]["values"]) >= 5000
     assert "from the on-device model" in result.stdout
