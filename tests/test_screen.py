@@ -20,7 +20,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from edge_agent.clock import VirtualClock
+from edge_agent.clock import MonotonicClock, VirtualClock
 from edge_agent.config.file import parse_config
 from edge_agent.config.lan import ListenAddress
 from edge_agent.conversation.playback import NowPlaying
@@ -93,6 +93,24 @@ def test_a_backchannel_is_shown_as_one_and_is_not_a_turn() -> None:
     assert captions.snapshot()["state"] == "speaking"
 
 
+def test_the_callers_words_show_while_they_speak_and_give_way_to_the_turn() -> None:
+    captions = Captions(VirtualClock(), clear_after=60)
+    assert not captions.hearing("stray words")  # nobody speaking: nothing shown
+    assert captions.snapshot()["caller_words"] is None
+    captions.apply(_entry(UserSpeechStarted(1.0)))
+    assert captions.hearing("") and captions.snapshot()["caller_words"] == ""
+    assert captions.hearing("a table") and not captions.hearing("a table")
+    assert captions.snapshot()["caller_words"] == "a table"
+    captions.hearing("y" * 10_000)
+    assert len(captions.snapshot()["caller_words"] or "") == MAX_LINE_CHARS
+    captions.apply(_entry(UserTurn("a table for two", ())))
+    assert captions.snapshot()["caller_words"] is None  # the turn's own line replaces them
+    captions.apply(_entry(UserSpeechStarted(3.0)))
+    captions.hearing("mm")
+    captions.apply(_entry(Backchannel("mm-hm", 300)))
+    assert captions.snapshot()["caller_words"] is None
+
+
 async def test_the_screen_forgets_at_the_end_of_a_session_and_after_quiet() -> None:
     clock = VirtualClock()
     captions = Captions(clock, clear_after=30, idle_state="waiting")
@@ -100,7 +118,8 @@ async def test_the_screen_forgets_at_the_end_of_a_session_and_after_quiet() -> N
     captions.apply(_entry(SessionStarted(1, "wake")))
     captions.apply(_entry(UserTurn("hello kiosk", ())))
     captions.apply(_entry(SessionEnded(1)))
-    assert captions.snapshot() == {"state": "waiting", "caller_speaking": False, "lines": []}
+    assert captions.snapshot() == {"state": "waiting", "caller_speaking": False,
+                                   "caller_words": None, "push_to_talk": False, "lines": []}
 
     captions.apply(_entry(UserTurn("where is the exit", ())))
     await clock.advance(29)
@@ -235,6 +254,75 @@ async def test_a_page_with_the_token_follows_the_speaker_and_its_stop_is_an_inte
         await page.send(json.dumps({"type": "stop"}))
         await asyncio.wait_for(stops.pressed.wait(), 10)
     assert stops.presses == 1
+
+
+async def test_the_callers_words_and_the_talk_button_go_between_page_and_agent() -> None:
+    log = EventLog(VirtualClock())
+    words: list[str | None] = [None]
+    talks: list[bool] = []
+    pressed = asyncio.Event()
+
+    async def talk(held: bool) -> bool:
+        talks.append(held)
+        pressed.set()
+        return True
+
+    server = ScreenServer(ListenAddress("127.0.0.1", 0), "", Captions(log.clock, 60, push_to_talk=True),
+                          lambda: None, Stops(), words=lambda: words[0], talk=talk)
+    server.follow(log)
+    await server.start()
+    try:
+        async with connect(f"ws://127.0.0.1:{server.port}/live") as page:
+            await page.send(json.dumps({"type": "hello"}))
+            assert json.loads(await asyncio.wait_for(page.recv(), 10))["push_to_talk"] is True
+            log.publish(UserSpeechStarted(1.0))
+            words[0] = "where is"
+            while json.loads(await asyncio.wait_for(page.recv(), 10))["caller_words"] != "where is":
+                pass  # read by the server on its own
+            for message in ({"type": "talk", "held": True}, {"type": "talk", "held": "yes"},
+                            {"type": "talk"}):
+                pressed.clear()
+                await page.send(json.dumps(message))
+                await asyncio.wait_for(pressed.wait(), 10)
+            assert talks == [True, False, False]  # only a JSON true holds it
+            pressed.clear()
+            await page.send(json.dumps({"type": "talk", "held": True}))
+            await asyncio.wait_for(pressed.wait(), 10)
+        while talks[-1] is not False:  # the page went while holding: let go
+            pressed.clear()
+            await asyncio.wait_for(pressed.wait(), 10)
+        assert talks == [True, False, False, True, False]
+    finally:
+        await server.close()
+
+
+async def test_an_open_page_sees_the_screen_forget_with_nothing_playing() -> None:
+    """Between events an idle page costs no readings of the speaker; the quiet still clears
+    the screen on time."""
+    log = EventLog(MonotonicClock())
+    readings = [0]
+
+    def playing() -> None:
+        readings[0] += 1
+
+    server = ScreenServer(ListenAddress("127.0.0.1", 0), "", Captions(log.clock, 0.5),
+                          playing, Stops())
+    server.follow(log)
+    await server.start()
+    try:
+        async with connect(f"ws://127.0.0.1:{server.port}/live") as page:
+            await page.send(json.dumps({"type": "hello"}))
+            await asyncio.wait_for(page.recv(), 10)
+            log.publish(UserTurn("my room number is 214", ()))
+            said = log.clock.now()
+            while not json.loads(await asyncio.wait_for(page.recv(), 10))["lines"]:
+                pass  # the snapshots of its connecting
+            before = readings[0]
+            cleared = json.loads(await asyncio.wait_for(page.recv(), 10))
+            assert cleared["lines"] == [] and log.clock.now() - said >= 0.5
+            assert readings[0] - before <= 2  # not every 20 ms while nothing moved
+    finally:
+        await server.close()
 
 
 async def test_a_port_that_is_taken_is_named() -> None:

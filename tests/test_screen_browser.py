@@ -23,7 +23,14 @@ import pytest
 from edge_agent.clock import MonotonicClock
 from edge_agent.config.lan import ListenAddress
 from edge_agent.conversation.playback import NowPlaying
-from edge_agent.events import Event, EventLog, PlaybackStarted, UnitFinalized, UserTurn
+from edge_agent.events import (
+    Event,
+    EventLog,
+    PlaybackStarted,
+    UnitFinalized,
+    UserSpeechStarted,
+    UserTurn,
+)
 from edge_agent.heard.ledger import Finalize
 from edge_agent.screen.captions import MAX_LINE_CHARS, Captions
 from edge_agent.screen.server import ScreenServer
@@ -45,7 +52,9 @@ class LiveScreen:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.playing: NowPlaying | None = None
+        self.words: str | None = None
         self.stops = 0
+        self.talks: list[bool] = []
         self.log = EventLog(MonotonicClock())
         self.server = self._run(self._start(port))
 
@@ -58,8 +67,13 @@ class LiveScreen:
             self.stops += 1
             return True
 
+        async def talk(held: bool) -> bool:
+            self.talks.append(held)
+            return True
+
         server = ScreenServer(ListenAddress("127.0.0.1", port), TOKEN,
-                              Captions(self.log.clock, 60), lambda: self.playing, stop)
+                              Captions(self.log.clock, 60, push_to_talk=True),
+                              lambda: self.playing, stop, words=lambda: self.words, talk=talk)
         server.follow(self.log)
         await server.start()
         return server
@@ -119,8 +133,20 @@ def test_the_callers_words_and_the_agents_as_played_then_cut(browser: Any,
                                                              screen: LiveScreen) -> None:
     opened = Opened(browser, screen.url)
     opened.until(lambda: opened.status() == "Listening", "Listening")
+    # While the caller speaks: their words so far, set apart, and not read out yet.
+    screen.words = ""
+    screen.publish(UserSpeechStarted(1.0))
+    opened.until(lambda: opened.status() == "Listening to you…", "Listening to you…")
+    assert opened.page.is_hidden("#partial")
+    for words in ("Do you", "Do you have a table"):
+        screen.words = words
+        opened.until(lambda w=words: opened.page.text_content("#partial") == w,  # type: ignore[misc]
+                     f"{words!r} as it is said")
+    assert opened.page.locator("li").count() == 0
     screen.publish(UserTurn("Do you have a table tonight?", ()))
     opened.page.wait_for_selector('li[data-who="caller"]', timeout=WAIT_MS)
+    opened.until(lambda: opened.page.is_hidden("#partial"), "the words so far gone")
+    screen.words = None
     assert opened.page.text_content('li[data-who="caller"] .text') == \
         "Do you have a table tonight?"
     assert opened.status() == "Thinking…"
@@ -151,6 +177,36 @@ def test_the_callers_words_and_the_agents_as_played_then_cut(browser: Any,
     origin = screen.url.split("#")[0]
     assert {url.split("#")[0] for url in opened.requests} <= {
         origin, f"{origin}screen.css", f"{origin}screen.js", f"{origin}favicon.ico"}
+
+
+def test_the_talk_button_is_held_with_a_finger_or_a_key_and_let_go(browser: Any,
+                                                                    screen: LiveScreen) -> None:
+    opened = Opened(browser, screen.url, 800, 480)
+    opened.until(lambda: opened.page.is_visible("#talk"), "the Talk button")
+    talk = opened.page.locator("#talk")
+    box = talk.bounding_box()
+    assert box is not None and box["height"] >= 48 and box["y"] + box["height"] <= 480
+    talk.dispatch_event("pointerdown", {"pointerId": 1, "isPrimary": True})
+    opened.until(lambda: screen.talks == [True], "the press reaching the agent")
+    assert talk.get_attribute("aria-pressed") == "true"
+    talk.dispatch_event("pointerup", {"pointerId": 1, "isPrimary": True})
+    opened.until(lambda: screen.talks == [True, False], "the release")
+    assert talk.get_attribute("aria-pressed") == "false"
+    talk.focus()
+    opened.page.keyboard.down(" ")
+    opened.page.keyboard.down(" ")  # a key held repeats: one press
+    opened.until(lambda: screen.talks == [True, False, True], "the space bar held")
+    opened.page.keyboard.up(" ")
+    opened.until(lambda: screen.talks == [True, False, True, False], "the space bar let go")
+    # A page that goes while the button is held lets go.
+    opened.page.keyboard.down(" ")
+    opened.until(lambda: screen.talks[-1] is True, "held again")
+    opened.page.close()
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while screen.talks[-1] is not False:
+        assert time.monotonic() < deadline, "a page gone while holding never let go"
+        time.sleep(0.02)
+    assert opened.errors == []
 
 
 HOSTILE = ['</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">',

@@ -15,7 +15,7 @@ from edge_agent.audio.echo_cancel import (
 )
 from edge_agent.audio.talker_gate import GateSettings, LevelGate, TalkerGate
 from edge_agent.audio.unit_audio import UnitAudioSink, UnitAudioSinks, UnitAudioWriter
-from edge_agent.config import NOISE_SUPPRESSION_AUTO, Config
+from edge_agent.config import INCREMENTAL_RECOGNIZERS, NOISE_SUPPRESSION_AUTO, Config
 from edge_agent.conversation.agent import Conversation, ConversationSettings, Engines
 from edge_agent.conversation.backchannel import BackchannelClassifier, load_classifier
 from edge_agent.conversation.builtin_tools import load_tools
@@ -75,6 +75,9 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
         wake_phrase=config.session.wake_phrase,
         idle_end_s=config.session.idle_end_s,
         knowledge_reload_s=config.knowledge.reload_s,
+        words_every_ms=(config.screen.partials_ms if config.screen.enabled
+                        and config.stt_engine in INCREMENTAL_RECOGNIZERS else 0),
+        push_to_talk=config.screen.enabled and config.screen.push_to_talk,
     )
 
 

@@ -24,8 +24,10 @@ def build_screen(config: Config, conversation: Conversation, log: EventLog) -> S
         return None
     idle: ScreenState = "listening" if config.session.start == "immediate" else "waiting"
     server = ScreenServer(parse_listen(screen.listen, config.source), screen.token,
-                          Captions(log.clock, screen.clear_after_s, idle),
+                          Captions(log.clock, screen.clear_after_s, idle, screen.push_to_talk),
                           conversation.now_playing, conversation.stop_by_touch,
-                          inherited_socket(SCREEN_SOCKET_NAME))
+                          inherited_socket(SCREEN_SOCKET_NAME),
+                          words=conversation.caller_words,
+                          talk=conversation.talk if screen.push_to_talk else None)
     server.follow(log)
     return server

@@ -24,10 +24,10 @@ import contextlib
 import random
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from edge_agent.engines.base import SpeechAudio, TextToSpeech
 from edge_agent.errors import AudioDeviceError
 from edge_agent.heard.ledger import UnitLedger
 from edge_agent.heard.truncation import HeardPolicy, heard_prefix
+
+if TYPE_CHECKING:
+    from edge_agent.audio.pyaudio_io import PyAudioSpeaker
 
 REPLIES = (
     "We have three tables free tonight. One at 7 PM, one at 8 PM, and one at 9 PM. "
@@ -113,10 +116,25 @@ def recorded_length(recording: bytes, unit_pcm: bytes) -> int:
     """
     heard = np.frombuffer(recording, dtype=np.int16)
     unit = np.frombuffer(unit_pcm, dtype=np.int16)
+    start = unit_start(recording, unit_pcm)
+    span = heard[start:start + len(unit)]
+    differs = np.flatnonzero(span != unit[: len(span)])
+    return int(differs[0]) if len(differs) else len(span)
+
+
+def unit_start(recording: bytes, unit_pcm: bytes) -> int:
+    """The recording's sample where the unit's first sample is, found by its audio from the
+    speech onset on, bit for bit (the first place, where it was played more than once).
+    ValueError when it is not there, or the recording started after the unit did."""
+    heard = np.frombuffer(recording, dtype=np.int16)
+    unit = np.frombuffer(unit_pcm, dtype=np.int16)
     probe_at = speech_onset(unit_pcm)
     probe = unit[probe_at:probe_at + _PROBE_SAMPLES]
-    windows = np.lib.stride_tricks.sliding_window_view(heard, len(probe))
-    matches = np.flatnonzero((windows == probe).all(axis=1))
+    # Narrowed sample by sample rather than compared window by window: a recording of minutes
+    # would need a window matrix of hundreds of megabytes.
+    matches = np.flatnonzero(heard[: max(0, len(heard) - len(probe) + 1)] == probe[0])
+    for offset in range(1, len(probe)):
+        matches = matches[heard[matches + offset] == probe[offset]]
     if not len(matches):
         raise ValueError(
             "the unit's samples are not in the recording bit for bit: the sink must run at the "
@@ -124,9 +142,7 @@ def recorded_length(recording: bytes, unit_pcm: bytes) -> int:
     start = int(matches[0]) - probe_at
     if start < 0:
         raise ValueError("the recording started after the unit did")
-    span = heard[start:start + len(unit)]
-    differs = np.flatnonzero(span != unit[: len(span)])
-    return int(differs[0]) if len(differs) else len(span)
+    return start
 
 
 def speech_onset(pcm: bytes) -> int:
@@ -144,41 +160,42 @@ def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
     rng = random.Random(seed)
     units = {text: tts.synthesize(text) for text in texts[:runs]}  # the ones the runs play
     with contextlib.ExitStack() as stack:
-        try:
-            server = stack.enter_context(pulse_rig.pulse_server(speaker_rate=tts.sample_rate))
-        except pulse_rig.PulseUnavailable as exc:
-            raise SoundServerUnavailable("heard", str(exc)) from None
+        server, speaker = stack.enter_context(speaker_on_private_pulse("heard", tts.sample_rate))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ea-bench-")))
-        stack.enter_context(pulse_rig.client_environment(server.env))
-        return _measure(server, scratch, units, runs, rng, policy, progress)
+        texts = list(units)
+        trials = []
+        for number in range(runs):
+            text = texts[number % len(texts)]
+            trial = _one_cut(server, scratch / f"cut{number}.raw", speaker, text,
+                             units[text], rng, policy)
+            trials.append(trial)
+            if progress is not None:
+                progress(trial)
+        return trials
 
 
-def _measure(server: pulse_rig.PulseServer, scratch: Path, units: dict[str, SpeechAudio],
-             runs: int, rng: random.Random, policy: HeardPolicy,
-             progress: Callable[[CutTrial], None] | None) -> list[CutTrial]:
+@contextlib.contextmanager
+def speaker_on_private_pulse(part: str, rate: int
+                             ) -> Iterator[tuple[pulse_rig.PulseServer, PyAudioSpeaker]]:
+    """A private PulseAudio server whose speaker sink runs at `rate` (its monitor records the
+    played samples bit for bit), this process its client, and the agent's own speaker open on
+    it, running (silence) for a moment already. SoundServerUnavailable naming `part` when the
+    server cannot start."""
     from edge_agent.audio.portaudio_start import open_pyaudio
     from edge_agent.audio.pyaudio_io import PyAudioSpeaker, find_device
 
-    pa = open_pyaudio()
-    try:
-        rate = next(iter(units.values())).sample_rate
-        speaker = PyAudioSpeaker(pa, find_device(pa, "", output=True), rate, MonotonicClock())
+    with contextlib.ExitStack() as stack:
         try:
-            time.sleep(0.5)  # the stream runs (silence) before the first trial
-            texts = list(units)
-            trials = []
-            for number in range(runs):
-                text = texts[number % len(texts)]
-                trial = _one_cut(server, scratch / f"cut{number}.raw", speaker, text,
-                                 units[text], rng, policy)
-                trials.append(trial)
-                if progress is not None:
-                    progress(trial)
-            return trials
-        finally:
-            speaker.close()
-    finally:
-        pa.terminate()
+            server = stack.enter_context(pulse_rig.pulse_server(speaker_rate=rate))
+        except pulse_rig.PulseUnavailable as exc:
+            raise SoundServerUnavailable(part, str(exc)) from None
+        stack.enter_context(pulse_rig.client_environment(server.env))
+        pa = open_pyaudio()
+        stack.callback(pa.terminate)
+        speaker = PyAudioSpeaker(pa, find_device(pa, "", output=True), rate, MonotonicClock())
+        stack.callback(speaker.close)
+        time.sleep(0.5)  # the stream runs (silence) before anything is measured
+        yield server, speaker
 
 
 def _one_cut(server: pulse_rig.PulseServer, recording: Path, speaker: Speaker, text: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edge_agent.bench import sizes
 from edge_agent.bench.latency import REPLY
@@ -18,6 +18,9 @@ from edge_agent.bench.memory import MemoryPlan
 from edge_agent.bench.rooms import RoomsPlan
 from edge_agent.bench.workbench import Workbench
 from edge_agent.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    from edge_agent.bench.screen_figures import ScreenResult
 
 
 def engines_part(bench: Workbench, sentences: int, prompts: int, busy: int = 0
@@ -93,6 +96,17 @@ def heard_part(bench: Workbench, runs: int, seed: int) -> dict[str, Any]:
                   f"{trial.error_ms:+6.2f} ms, stop {trial.stop_ms:5.2f} ms, {mark}")
 
     return report(run_trials(bench.voice(), runs, seed, policy, progress=progress), seed, policy)
+
+
+def screen_part(bench: Workbench, units: int) -> ScreenResult:
+    """The kiosk's screen server beside the playback of `units` Piper units, its pages'
+    captions against the speaker's recording (`screen`)."""
+    from edge_agent.app.conversation import conversation_settings
+    from edge_agent.bench.screen import run_screen
+    from edge_agent.heard.truncation import HeardPolicy
+
+    return run_screen(bench.voice(), conversation_settings(bench.config).memory, units,
+                      HeardPolicy(bench.config.heard.policy), bench.say)
 
 
 def stt_part(bench: Workbench, engines: Sequence[str], every: int) -> dict[str, Any]:

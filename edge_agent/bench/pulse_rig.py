@@ -47,6 +47,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from edge_agent.audio.device import MIC_RATE
 
@@ -148,12 +149,23 @@ class PulseServer:
         read it with `read_raw(path)` (or use `recording()`)."""
         out = path.open("wb")
         try:
-            proc = subprocess.Popen(
-                ["parec", "-d", source, "--raw", "--format=s16le", f"--rate={rate}",
-                 f"--channels={channels}", "--latency-msec=20"],
-                env=self.env, stdout=out, stderr=subprocess.PIPE)
+            return self._parec(out, source, rate, channels, latency_ms=20)
         finally:
             out.close()
+
+    def record_pipe(self, source: str = "speaker.monitor", rate: int = 22050,
+                    latency_ms: int = 10) -> subprocess.Popen[bytes]:
+        """Start recording `source` (mono s16le) into a pipe, `proc.stdout`, in fragments of
+        about `latency_ms`: a reader that notes when each read returns knows, within a
+        fragment, when the samples were played. Stop it with `stop(proc)`."""
+        return self._parec(subprocess.PIPE, source, rate, 1, latency_ms)
+
+    def _parec(self, out: int | IO[bytes], source: str, rate: int, channels: int,
+               latency_ms: int) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            ["parec", "-d", source, "--raw", "--format=s16le", f"--rate={rate}",
+             f"--channels={channels}", f"--latency-msec={latency_ms}"],
+            env=self.env, stdout=out, stderr=subprocess.PIPE)
         self._children.append(proc)
         return proc
 

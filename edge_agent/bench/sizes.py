@@ -39,6 +39,8 @@ ROOM_INTERRUPTIONS = Size(5, 2)
 """Interruptions per call at each echo gain (`bench rooms --interruptions`)."""
 ROOM_REPLIES = Size(100, 5)
 """Replies of the self-interruption call (`bench rooms --replies`)."""
+SCREEN_UNITS = Size(6, 2)
+"""Piper units played with 0, 1 and 4 screen pages open (`bench screen --units`)."""
 SERVICE_IDLE_S = Size(20, 4)
 """Seconds the idle agent is watched (`bench service --idle`)."""
 KNOWLEDGE_VOICES = ("piper-joe", "espeak-us")

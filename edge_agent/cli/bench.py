@@ -1,6 +1,7 @@
 """`edge-agent bench [--quick] [--json OUT]`: every benchmark on this machine, one table; and
 `edge-agent bench engines | heard | latency | backchannel | stt | memory | rooms | service`: one
-part; `edge-agent bench lan`, the venue's LLM server (not part of `bench`: it needs one).
+part; `edge-agent bench lan`, the venue's LLM server (not part of `bench`: it needs one), and
+`bench screen`, `knowledge`, `sync`, which `bench` does not run either.
 
 Part of the command line (messages and exit codes are made here and in `cli`). `bench` and a
 part's subcommand call the same function (`bench.parts`) and get the same part JSON: the
@@ -135,6 +136,15 @@ def add_parser(commands: Any) -> None:
     service.add_argument("--idle", type=seconds, default=float(sizes.SERVICE_IDLE_S.full),
                          help="seconds the idle agent is watched (default %(default)g)")
 
+    screen = _part_parser(
+        benchmarks, "screen", "the kiosk's screen: each word's caption against the speaker's "
+                              "recording, the server's CPU and the loop's lag with 0, 1 and 4 "
+                              "pages open (starts a private PulseAudio server; not run by "
+                              "`bench`)")
+    screen.add_argument("--units", type=positive_int, default=sizes.SCREEN_UNITS.full,
+                        help="Piper units played with each number of pages (default "
+                             "%(default)s)")
+
     lan = _part_parser(
         benchmarks, "lan", "the venue's LLM server ([llm] server) against the on-device model: "
                            "first word from each, and when the server is down or silent "
@@ -235,7 +245,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
         return _run_all(config, args)
     command: PartCommand = {
         "engines": _engines, "heard": _heard, "latency": _latency, "backchannel": _backchannel, "stt": _stt,
-        "memory": _memory, "rooms": _rooms, "service": _service, "lan": _lan,
+        "memory": _memory, "rooms": _rooms, "service": _service, "lan": _lan, "screen": _screen,
         "sync": _sync, "knowledge": _knowledge}[args.benchmark]
     result, figures = command(config, args)
     write_json(result, args.json)
@@ -283,6 +293,16 @@ def _heard(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], st
     print(f"edge-agent bench heard: {args.runs} barge-ins (seed {args.seed})", flush=True)
     result = heard_part(_workbench(config), args.runs, args.seed)
     return result, table(result)
+
+
+def _screen(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.bench.parts import screen_part
+    from edge_agent.bench.screen_figures import table
+
+    print(f"edge-agent bench screen: {args.units} units with 0, 1 and 4 pages open, on a "
+          f"private PulseAudio server", flush=True)
+    result = screen_part(_workbench(config), args.units)
+    return dict(result), table(result)
 
 
 def _latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.config import Config
+from edge_agent.errors import ServiceError
 from edge_agent.installer.steps import run_command, run_plan
 from edge_agent.installer.unit import (
     Layout,
@@ -29,6 +30,16 @@ def add_parsers(commands: Any) -> None:
         "install", help="create the edge-agent user, /etc/edge-agent/edge-agent.toml (kept if "
                         "it exists; with -c FILE, that file, its data_dir set to the "
                         "service's), /var/lib/edge-agent and the unit; enable and start it")
+    install.add_argument(
+        "--screen", action=argparse.BooleanOptionalAction, default=None,
+        help="also show the kiosk's screen ([screen] enabled) on this machine's display: "
+             "Chromium in kiosk mode under cage on tty1 (edge-agent-kiosk.service; needs `apt "
+             "install cage xwayland chromium`); --no-screen takes it away; neither: an installed "
+             "one is kept and follows the config")
+    install.add_argument(
+        "--screen-user", metavar="NAME",
+        help="with --screen: the user the browser runs as, an existing desktop user (default: "
+             "edge-agent-kiosk, a user of its own)")
     uninstall = actions.add_parser(
         "uninstall", help="stop, disable and remove the unit; the config and the data stay "
                           "unless --purge")
@@ -48,8 +59,12 @@ def run(config: Config, args: argparse.Namespace) -> int:
     root = args.prefix_root
     layout = Layout(root.resolve(), live=False) if root is not None else Layout()
     if args.action == "install":
+        if args.screen_user is not None and args.screen is not True:
+            raise ServiceError("--screen-user names the user of the kiosk's browser: give it "
+                               "with --screen")
         # `-c FILE`: that file becomes the service's config (and shapes its unit).
-        plan = install_plan(layout, run_command, config_file=args.config)
+        plan = install_plan(layout, run_command, config_file=args.config,
+                            kiosk_screen=args.screen, kiosk_user=args.screen_user)
     else:
         plan = uninstall_plan(layout, run_command, purge=args.purge)
     if not args.dry_run:

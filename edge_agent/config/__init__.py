@@ -342,6 +342,16 @@ class ScreenConfig:
     clear_after_s: float = 60.0
     """The screen forgets: its captions clear when a session ends or after this many seconds
     in which nothing was said."""
+    push_to_talk: bool = False
+    """For very loud rooms: the page shows a Talk button, and the microphone is heard only
+    while it is held (letting go ends the turn at once; holding it while the agent speaks
+    stops the agent, as the Stop button does)."""
+    partials_ms: int = 500
+    """While the caller speaks, how often their words so far are read for the screen, with a
+    recognizer that decodes as it hears (vosk, pocketsphinx: a reading costs next to nothing).
+    Moonshine transcribes the whole utterance for each reading, which would delay the answer:
+    with it the screen shows the words at each pause, when the agent reads them anyway
+    (so it does with 0)."""
 
 
 @dataclass(frozen=True)
@@ -415,6 +425,8 @@ END_MODEL_OFF = "off"
 """`[vad] end_model` when no end-of-turn model is asked."""
 STT_ENGINES = ("moonshine", "pocketsphinx", "vosk")
 """The recognizers `[stt] engine` names (besides "auto")."""
+INCREMENTAL_RECOGNIZERS = ("pocketsphinx", "vosk")
+"""Recognizers that decode as they hear: their words so far are read at next to no cost."""
 
 
 @dataclass(frozen=True)

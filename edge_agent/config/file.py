@@ -136,6 +136,10 @@ _BOUNDS: dict[str, Bounds] = {
     "screen.clear_after_s": Bounds(1.0, 86400.0, advised=(5.0, 3600.0),
                                    advice="the caption is gone before it is read, or a "
                                    "caller's words stay up for the next person to read"),
+    "screen.partials_ms": Bounds(0, 10_000, off=0, advised=(100, 2000),
+                                 advice="the recognizer is read more often than the screen "
+                                 "can show (too low), or the words lag far behind the caller "
+                                 "(too high)"),
 }
 KEY_TEXT_MAX = 200
 """The longest identity or kiosk id, in characters: the venue's PostgreSQL indexes them, and an

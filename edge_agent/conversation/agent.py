@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -24,6 +25,7 @@ from edge_agent.conversation.endpoint import silence_needed
 from edge_agent.conversation.overlap import OverlapAudio
 from edge_agent.conversation.playback import NowPlaying
 from edge_agent.conversation.prepared import PreparedReply
+from edge_agent.conversation.push_to_talk import TalkButton
 from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
@@ -101,6 +103,8 @@ class Conversation:
                                     memory=self.memory, owner=owner, unit_audio=unit_audio,
                                     tools=tools or Toolbox(), knowledge=knowledge)
         self._knowledge = knowledge
+        self._talk = TalkButton() if settings.push_to_talk else None
+        self._utterance: Utterance | None = None
         self._hearing = False
         self._user_turns = 0
         self._session = 0
@@ -209,6 +213,9 @@ class Conversation:
                 # Never an engine failure (a reply says the fallback line over those and the
                 # loop goes on): something the reply could not recover from.
                 raise self._responder.failure
+            if self._talk is not None:
+                frame = self._talk.admit(frame)
+            let_go = self._talk is not None and self._talk.let_go()
             frames_seen += 1
             # The onset's run-up is heard as it came: a phrase's first sounds are quieter
             # than the syllable that opens the gate.
@@ -235,7 +242,7 @@ class Conversation:
                 if self.replying:
                     overlap = self._overlap_begins(
                         heard, segmenter.speech_ms + self._settings.preroll_ms)
-                utterance = Utterance(
+                utterance = self._utterance = Utterance(
                     overlap, keep_bytes=self._sound.audio_bytes if self._sound else 0)
                 utterance.keep(heard)
                 continue
@@ -254,14 +261,14 @@ class Conversation:
                     and await self._interrupts(overlap, segmenter.speech_ms)):
                 overlap.decided = True
                 await self._barge_in(overlap.words)
-            if segmenter.silence_ms >= self._silence_needed(utterance):
+            if let_go or segmenter.silence_ms >= self._silence_needed(utterance):
                 spoken_ms = segmenter.speech_ms - segmenter.silence_ms
                 self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms),
                                                   verdict(utterance.sound)))
                 if self._caller_audio is not None:
                     self._caller_audio.caller_ends()
                 segmenter.end()
-                ended, utterance = utterance, None
+                ended, utterance, self._utterance = utterance, None, None
                 await self._utterance_ends(ended, spoken_ms, audio_time)
 
     async def _hear(self, utterance: Utterance, frame: bytes, silence_ms: float) -> None:
@@ -283,10 +290,30 @@ class Conversation:
             utterance.held.append(frame)
             return
         await self._stt_thread.call(stt.feed, frame)
+        if silence_ms == 0:
+            self._read_words_now_and_then(utterance, len(frame) // 2)
         if silence_ms >= self._settings.endpoint.speculate_ms and self._may_speculate(utterance):
             utterance.words = asyncio.create_task(self._speculate(utterance))
             if self._sound is not None:
                 utterance.sound = self._sound.ask(bytes(utterance.audio))
+
+    def _read_words_now_and_then(self, utterance: Utterance, samples: int) -> None:
+        """For the screen, the caller's words so far, read every `words_every_ms` of speech
+        in the background (the loop takes the next frame meanwhile), one reading at a time."""
+        every_ms = self._settings.words_every_ms
+        if not every_ms or not _shown(utterance):
+            return
+        utterance.samples_since_reading += samples
+        if (utterance.samples_since_reading * 1000 < every_ms * self._mic.sample_rate
+                or (utterance.reading is not None and not utterance.reading.done())):
+            return
+        utterance.samples_since_reading = 0
+
+        async def read() -> None:
+            words = await self._stt_thread.call(self._engines.stt.partial)
+            utterance.said_so_far = words.strip()
+
+        utterance.reading = asyncio.create_task(read(), name="caller-words")
 
     def _may_speculate(self, utterance: Utterance) -> bool:
         """Not while speech over the agent is undecided: it may be a backchannel."""
@@ -296,6 +323,7 @@ class Conversation:
         """The words so far; and, in an open session, the answer to them prepared."""
         turn = self._user_turns + 1
         words = (await self._stt_thread.call(self._engines.stt.partial)).strip()
+        utterance.said_so_far = words
         self._log.publish(TurnStage(turn, "transcript", speculative=True))
         if words and self._session:
             utterance.prepared = await self._responder.prepare(turn, words)
@@ -322,6 +350,8 @@ class Conversation:
         words could ask for."""
         rules = self._settings.endpoint
         words, sound = utterance.words, utterance.sound
+        if self._talk is not None and self._talk.held:
+            return math.inf  # the turn ends when the button is let go
         if words is None:
             return rules.unknown_ms
         if not words.done():
@@ -335,6 +365,8 @@ class Conversation:
         stt = self._engines.stt
         if utterance.overlap is not None and utterance.overlap.asking is not None:
             await utterance.overlap.asking  # the recognizer is done with it before it ends
+        if utterance.reading is not None:
+            await utterance.reading  # so is it with the screen's reading
         if utterance.sound is not None:
             utterance.sound.cancel()  # done with (a verdict still on its way is not used)
         speculated = ""
@@ -451,6 +483,27 @@ class Conversation:
         """The unit at the speaker and what of it the listener heard so far."""
         return self._responder.now_playing()
 
+    def caller_words(self) -> str | None:
+        """What the caller is saying, as the recognizer last read it (for the screen): "" until
+        a first reading; None while nobody speaks to the agent (speech over it that is not yet
+        judged a barge-in may be its own echo or a hum: not the caller's words yet)."""
+        utterance = self._utterance
+        return utterance.said_so_far if utterance is not None and _shown(utterance) else None
+
+    async def talk(self, held: bool) -> bool:
+        """The screen's Talk button pressed (`held`) or let go, with `[screen] push_to_talk`;
+        pressed while the agent speaks, it stops the agent as the Stop button does. False if
+        push-to-talk is off."""
+        if self._talk is None:
+            return False
+        if not held:
+            self._talk.release()
+            return True
+        self._talk.press()
+        if self.replying:
+            await self._barge_in("", by="touch")
+        return True
+
     async def stop_by_touch(self) -> bool:
         """The screen's stop button: a barge-in with no words (recorded `by="touch"`), the
         reply cut where the device's played position is. False if nothing was being said."""
@@ -462,3 +515,8 @@ class Conversation:
     async def _barge_in(self, words: str, by: str = "voice") -> None:
         self._log.publish(BargeIn(self._responder.playing_unit, words, by))
         await self._responder.stop()
+
+
+def _shown(utterance: Utterance) -> bool:
+    """Whether its words are the caller's to show: not speech over the agent still undecided."""
+    return utterance.overlap is None or utterance.overlap.decided

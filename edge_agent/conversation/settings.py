@@ -60,6 +60,12 @@ class ConversationSettings:
     (0: sessions never end)."""
     knowledge_reload_s: float
     """How often the venue's knowledge files are looked at for changes (seconds)."""
+    words_every_ms: int
+    """While the caller speaks, how often their words so far are read for the screen
+    (`Conversation.caller_words`; 0: only when the loop reads them anyway, at pauses)."""
+    push_to_talk: bool
+    """The microphone counts only while the screen's Talk button is held
+    (`Conversation.talk`); letting go ends the turn."""
 
 
 @dataclass(frozen=True)

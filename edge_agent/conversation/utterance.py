@@ -33,6 +33,12 @@ class Utterance:
     model."""
     prepared: PreparedReply | None = None
     """The answer being prepared from those words."""
+    said_so_far: str = ""
+    """The caller's words so far, as the recognizer last read them (for the screen)."""
+    reading: asyncio.Task[None] | None = None
+    """A reading of the words for the screen, running or done."""
+    samples_since_reading: int = 0
+    """Speech samples heard since that reading was asked."""
 
     def keep(self, pcm: bytes) -> None:
         """Add `pcm` to `audio`, of which at least the last `keep_bytes` are kept."""

@@ -26,6 +26,7 @@ from edge_agent.config.file import load_config, parse_config
 from edge_agent.config.lan import Resolve, lan_hosts, network_allowance, parse_listen
 from edge_agent.config.tomlfile import read_text
 from edge_agent.errors import ConfigError, ServiceError
+from edge_agent.installer import kiosk
 from edge_agent.installer.steps import (
     Command,
     MakeDir,
@@ -35,6 +36,7 @@ from edge_agent.installer.steps import (
     Step,
     WriteFile,
 )
+from edge_agent.installer.templates import template
 from edge_agent.printable import shown
 
 SERVICE = "edge-agent.service"
@@ -93,7 +95,8 @@ def _systemctl_says(layout: Layout, runner: Runner, *query: str, unit: str = SER
 
 def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | None = None,
                  bind: Sequence[Path] | None = None, resolve: Resolve | None = None,
-                 config_file: Path | None = None) -> Plan:
+                 config_file: Path | None = None, kiosk_screen: bool | None = None,
+                 kiosk_user: str | None = None) -> Plan:
     """`executable` (the command that starts edge-agent) and `bind` (directories to bind in
     read-only) default to this installation's (`find_executable`, `read_only_paths`); the
     directories of the installed config's knowledge files are bound in too. The unit
@@ -102,7 +105,8 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
 
     The installed config is `config_file` when one is given (`edge-agent -c FILE service
     install`: it replaces the one installed, its data_dir set to the service's); else the one
-    installed, kept as it is; else the shipped one."""
+    installed, kept as it is; else the shipped one. `kiosk_screen`, `kiosk_user`: a browser on the
+    kiosk's own display (`--screen`, `--no-screen` or neither, `--screen-user`: `kiosk_plan`)."""
     executable = list(executable) if executable is not None else find_executable()
     sysusers = WriteFile(layout.sysusers, template("systemd/edge-agent.sysusers"), 0o644)
     config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
@@ -131,6 +135,8 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
     if not layout.live:
         sysusers_argv[1:1] = ["--root", str(layout.root)]
     screen = _screen_steps(layout, runner, settings)
+    display = kiosk.kiosk_plan(layout, runner, settings, config_file or installed,
+                               kiosk_screen, kiosk_user)
     steps: list[Step] = [
         sysusers,
         Command(sysusers_argv, runner, done=lambda: layout.user_ids(USER) is not None,
@@ -140,10 +146,12 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
         MakeDir(state_dir, 0o700, owner=lambda: layout.user_ids(USER), owner_name=USER),
         unit,
         *screen,
+        *display.files,
     ]
     if layout.live:
         steps += [
-            Command(layout.systemctl("daemon-reload"), runner, after=(unit, *screen[-1:])),
+            Command(layout.systemctl("daemon-reload"), runner,
+                    after=(unit, *screen[-1:], *display.reload_after)),
             *_screen_start(layout, runner, settings, screen),
             # A running agent started from an older unit (another ExecStart=) gets the new one;
             # try-restart leaves a stopped service stopped (enable --now starts it next).
@@ -151,6 +159,7 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
             Command(layout.systemctl("enable", "--now", SERVICE), runner,
                     done=lambda: _systemctl_says(layout, runner, "is-enabled")
                     and _systemctl_says(layout, runner, "is-active")),
+            *display.start,
         ]
     else:
         wants = layout.host(f"/etc/systemd/system/multi-user.target.wants/{SERVICE}")
@@ -160,8 +169,10 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
             socket_wants = layout.host(f"/etc/systemd/system/sockets.target.wants/{SCREEN_SOCKET}")
             steps.append(Command(layout.systemctl("enable", SCREEN_SOCKET), runner,
                                  done=lambda: socket_wants.is_symlink()))
+        steps += display.start
     notes = [f"edge-agent runs as user {USER} with data in {STATE_DIR}; "
-             "`journalctl -u edge-agent -f` shows it, `systemctl status edge-agent` its state."]
+             "`journalctl -u edge-agent -f` shows it, `systemctl status edge-agent` its state.",
+             *display.notes]
     return Plan(steps, notes)
 
 
@@ -231,8 +242,11 @@ def uninstall_plan(layout: Layout, runner: Runner, purge: bool) -> Plan:
         steps[1:1] = [Command(layout.systemctl("disable", *(["--now"] if layout.live else []),
                                                SCREEN_SOCKET), runner)]
         steps.append(Remove(layout.screen_socket))
+    display = kiosk.uninstall_plan(layout, runner)
+    steps[0:0] = display.files
     if layout.live:
-        steps.append(Command(layout.systemctl("daemon-reload"), runner, after=(unit,)))
+        steps.append(Command(layout.systemctl("daemon-reload"), runner,
+                             after=(unit, *display.reload_after)))
     config_dir, state_dir = layout.host(CONFIG_DIR), layout.host(STATE_DIR)
     if purge:
         steps += [Remove(layout.host(f"/etc/systemd/system/{SERVICE}.d"), tree=True),
@@ -344,21 +358,3 @@ def service_config(text: str) -> str:
     line = f'data_dir = "{STATE_DIR}"'
     text, count = re.subn(r"^data_dir\s*=.*$", lambda _: line, text, count=1, flags=re.M)
     return text if count else f"{line}\n{text}"
-
-
-def template(relative: str) -> str:
-    """A file of the source tree (systemd/, config/): next to the package (a checkout, an
-    editable install), under <prefix>/share/edge-agent (where the wheel installs them), or in
-    the current directory."""
-    package_root = Path(edge_agent.__file__).resolve().parent.parent
-    places = [package_root / relative, Path(sys.prefix) / "share" / "edge-agent" / relative,
-              Path.cwd() / relative]
-    for place in places:
-        try:
-            return place.read_text(encoding="utf-8")
-        except OSError:
-            continue
-    raise ConfigError(relative, "", "not found (looked at " + ", ".join(map(str, places))
-                      + "): the package ships it under <prefix>/share/edge-agent; reinstall "
-                        "edge-agent, or run `edge-agent service install` in its source "
-                        "checkout, where systemd/ and config/ are")

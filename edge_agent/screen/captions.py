@@ -65,6 +65,11 @@ class Snapshot(TypedDict):
 
     state: ScreenState
     caller_speaking: bool
+    caller_words: str | None
+    """The caller's words so far while they speak (not final; "" before the recognizer's first
+    reading); None when nobody speaks to the agent."""
+    push_to_talk: bool
+    """The page shows a Talk button (`[screen] push_to_talk`)."""
     lines: list[CallerLine | AgentLine]
 
 
@@ -76,8 +81,10 @@ class Captions:
     clock: Clock
     clear_after: float
     idle_state: ScreenState = "listening"
+    push_to_talk: bool = False
     state: ScreenState = field(init=False)
     caller_speaking: bool = False
+    caller_words: str | None = None
     lines: list[CallerLine | AgentLine] = field(default_factory=list)
     _last_change: float = field(init=False)
     _turns: int = 0
@@ -88,6 +95,7 @@ class Captions:
 
     def snapshot(self) -> Snapshot:
         return Snapshot(state=self.state, caller_speaking=self.caller_speaking,
+                        caller_words=self.caller_words, push_to_talk=self.push_to_talk,
                         lines=[dict(line) for line in self.lines])  # type: ignore[misc]
 
     def apply(self, entry: LoggedEvent) -> bool:
@@ -99,20 +107,20 @@ class Captions:
             self.state = "listening"
         elif isinstance(event, SessionEnded):
             self.lines.clear()
-            self.state, self.caller_speaking = self.idle_state, False
+            self.state, self.caller_speaking, self.caller_words = self.idle_state, False, None
         elif isinstance(event, UserSpeechStarted):
             self.caller_speaking = True
         elif isinstance(event, TurnDropped):
-            self.caller_speaking = False
+            self.caller_speaking, self.caller_words = False, None
         elif isinstance(event, UserTurn):
             self._turns += 1
             self._add(CallerLine(who="caller", id=f"t{self._turns}", text=_tail(event.text)))
-            self.state, self.caller_speaking = "thinking", False
+            self.state, self.caller_speaking, self.caller_words = "thinking", False, None
         elif isinstance(event, Backchannel):
             self._turns += 1
             self._add(CallerLine(who="backchannel", id=f"t{self._turns}",
                                  text=_tail(event.text)))
-            self.caller_speaking = False
+            self.caller_speaking, self.caller_words = False, None
         elif isinstance(event, PlaybackStarted):
             self._unit(event.unit_id)
             self.state = "speaking"
@@ -136,6 +144,27 @@ class Captions:
             line["heard"] = _tail(now.heard)
             line["rest"] = _head(now.text[len(now.heard):])
             self.state = "speaking"
+        return self._changed(before)
+
+    @property
+    def moving(self) -> bool:
+        """Whether the speaker's position or the caller's words may change the screen with no
+        event to say so: a unit is being played, or the caller speaks."""
+        return self.caller_speaking or self.state == "speaking" or any(
+            line["who"] == "agent" and line["said"] == "speaking" for line in self.lines)
+
+    def clears_in(self) -> float | None:
+        """Seconds until `expire` would clear the screen if nothing new came (None: nothing
+        to clear)."""
+        if not self.lines:
+            return None
+        return max(0.0, self.clear_after - (self.clock.now() - self._last_change))
+
+    def hearing(self, words: str | None) -> bool:
+        """Fold in the caller's words so far (`Conversation.caller_words`); True if the screen
+        changed. Only while the caller speaks: the turn's final words replace them."""
+        before = self.snapshot()
+        self.caller_words = _tail(words) if words is not None and self.caller_speaking else None
         return self._changed(before)
 
     def expire(self) -> bool:

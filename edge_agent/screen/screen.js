@@ -6,6 +6,9 @@
 // changes two text nodes, not the page. A screen reader hears each line once, when it is done
 // (the caller's turn; the agent's unit, played out or cut), from a separate live region, not
 // every word as it lights up.
+//
+// With push-to-talk, the Talk button is held with a finger, the mouse or the space bar; the
+// agent hears the microphone only while it is held, and letting go ends the turn.
 "use strict";
 
 const STATES = {
@@ -21,6 +24,7 @@ const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 const shown = new Map(); // line id -> its <li>
 let socket = null;
 let retry = 250;
+let talking = false;
 
 function setState(state, callerSpeaking) {
   document.body.dataset.state = state;
@@ -76,8 +80,16 @@ function update(element, item) {
   }
 }
 
+function showPartial(words) {
+  const partial = document.getElementById("partial");
+  setText(partial, words || "");
+  partial.hidden = !words;
+}
+
 function show(snapshot) {
   setState(snapshot.state, snapshot.caller_speaking);
+  document.getElementById("talk").hidden = !snapshot.push_to_talk;
+  showPartial(snapshot.caller_words);
   const list = document.getElementById("lines");
   const wanted = new Set(snapshot.lines.map((item) => item.id));
   for (const [id, element] of shown) {
@@ -104,6 +116,20 @@ function clear() {
   shown.clear();
   document.getElementById("lines").replaceChildren();
   document.getElementById("announce").replaceChildren();
+  showPartial("");
+  setTalking(false);
+  document.getElementById("talk").hidden = true;
+}
+
+function send(message) {
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+}
+
+function setTalking(held) {
+  if (talking === held) return;
+  talking = held;
+  document.getElementById("talk").setAttribute("aria-pressed", String(held));
+  send({ type: "talk", held });
 }
 
 function connect() {
@@ -126,9 +152,24 @@ function connect() {
   };
 }
 
-document.getElementById("stop").addEventListener("click", () => {
-  if (socket && socket.readyState === WebSocket.OPEN) {
-    socket.send(JSON.stringify({ type: "stop" }));
+document.getElementById("stop").addEventListener("click", () => send({ type: "stop" }));
+const talk = document.getElementById("talk");
+talk.addEventListener("pointerdown", (event) => {
+  talk.setPointerCapture(event.pointerId); // the finger may slide off and still hold it
+  setTalking(true);
+});
+for (const name of ["pointerup", "pointercancel", "lostpointercapture"]) {
+  talk.addEventListener(name, () => setTalking(false));
+}
+talk.addEventListener("contextmenu", (event) => event.preventDefault());
+talk.addEventListener("keydown", (event) => {
+  if ((event.key === " " || event.key === "Enter") && !event.repeat) {
+    event.preventDefault();
+    setTalking(true);
   }
 });
+talk.addEventListener("keyup", (event) => {
+  if (event.key === " " || event.key === "Enter") setTalking(false);
+});
+talk.addEventListener("blur", () => setTalking(false));
 connect();

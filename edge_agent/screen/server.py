@@ -5,13 +5,16 @@ small wheel without dependencies that serves both the page and its WebSocket).
 no font, the page works with the network unplugged), `/live` the WebSocket: a page says hello
 (with the token after "#token=" in its address, when one is configured), then receives the
 whole screen (`captions.Snapshot`, JSON) every time it changes, and may send {"type": "stop"}:
-the stop button, an interruption like a spoken barge-in. Every response forbids inline script,
-framing and any request elsewhere (Content-Security-Policy); the page puts every caller or
-model text in with `textContent`, never as markup. No transcript is written to a log or put in
-an address.
+the stop button, an interruption like a spoken barge-in; or {"type": "talk", "held": BOOL}: the
+Talk button of push-to-talk (a page that goes while holding it lets go). Every response forbids
+inline script, framing and any request elsewhere (Content-Security-Policy); the page puts every
+caller or model text in with `textContent`, never as markup. No transcript is written to a log
+or put in an address.
 
-While pages are connected, the speaker's position is read every `POLL_S` (a word lights up at
-most that long after the device played it); with none, the server only folds events in.
+While pages are connected and a unit plays or the caller speaks, the speaker's position and the
+caller's words so far are read every `POLL_S` (a word lights up at most that long after the
+device played it); otherwise the server only folds events in (an idle kiosk's page costs
+nothing between events).
 """
 
 from __future__ import annotations
@@ -71,13 +74,19 @@ class ScreenServer:
     def __init__(self, address: ListenAddress, token: str, captions: Captions,
                  playing: Callable[[], NowPlaying | None],
                  stop: Callable[[], Awaitable[bool]],
-                 listening: socket.socket | None = None) -> None:
+                 listening: socket.socket | None = None, *,
+                 words: Callable[[], str | None] = lambda: None,
+                 talk: Callable[[bool], Awaitable[bool]] | None = None) -> None:
+        """`words`: the caller's words so far; `talk`: the Talk button (push-to-talk), None
+        when it is off."""
         self._address = address
         self._listening = listening
         self._token = token
         self._captions = captions
         self._playing = playing
         self._stop = stop
+        self._words = words
+        self._talk = talk
         self._pages: set[ServerConnection] = set()
         self._changed = asyncio.Event()
         self._server: Server | None = None
@@ -140,6 +149,7 @@ class ScreenServer:
         return _response(200, "OK", body, kind)
 
     async def _page(self, page: ServerConnection) -> None:
+        holding = False
         try:
             hello = json.loads(await asyncio.wait_for(page.recv(), HELLO_S))
             token = hello.get("token", "") if isinstance(hello, dict) else ""
@@ -152,24 +162,30 @@ class ScreenServer:
             self._changed.set()  # the speaker is read again, now that a page is open
             await page.send(json.dumps(self._captions.snapshot()))
             async for message in page:
-                if _wants_stop(message):
+                request = _request_of(message)
+                if request.get("type") == "stop":
                     await self._stop()
+                elif request.get("type") == "talk" and self._talk is not None:
+                    holding = request.get("held") is True
+                    await self._talk(holding)
         except (TimeoutError, ValueError, ConnectionClosed):
             return
         finally:
             self._pages.discard(page)
+            if holding and self._talk is not None:
+                await self._talk(False)  # a page that went while held lets go
 
     async def _feed(self) -> None:
         """Send the screen to every page when it changes; read the speaker while any is open."""
         while True:
-            if not self._pages:
-                await self._changed.wait()
-            else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), POLL_S)
+            wait = (None if not self._pages else POLL_S if self._captions.moving
+                    else self._captions.clears_in())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), wait)
             by_event = self._changed.is_set()
             self._changed.clear()
             moved = self._captions.playing(self._playing())
+            moved = self._captions.hearing(self._words()) or moved
             if (self._captions.expire() or moved or by_event) and self._pages:
                 self._send(json.dumps(self._captions.snapshot()))
 
@@ -192,11 +208,13 @@ def _why_not(error: OSError) -> str:
             "[screen] listen")
 
 
-def _wants_stop(message: str | bytes) -> bool:
+def _request_of(message: str | bytes) -> dict[str, Any]:
+    """A page's message as a JSON object ({} for anything else)."""
     with contextlib.suppress(ValueError):
         request = json.loads(message)
-        return isinstance(request, dict) and request.get("type") == "stop"
-    return False
+        if isinstance(request, dict):
+            return request
+    return {}
 
 
 def _response(status: int, reason: str, body: bytes, kind: str) -> Response:
