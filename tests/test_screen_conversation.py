@@ -20,9 +20,13 @@ async def _for(h: Harness, seconds: float) -> None:
     await h.run_until(lambda: h.clock.now() >= until)
 
 
-async def _words_while_speaking(h: Harness) -> list[str | None]:
-    """Every distinct reading of the caller's words until their turn is committed, then the
-    reading after it."""
+async def _words_while_speaking(words_every_ms: int) -> list[str | None]:
+    """Every distinct reading of the caller's words while they ask `ASKED`, from before they
+    speak until their turn is committed, then the reading after it."""
+    h = Harness(transcripts=[ASKED], replies=["Yes."], greeting="",
+                overrides={"words_every_ms": words_every_ms})
+    task = await h.start()
+    h.mic.say(speech(1.2))
     seen: list[str | None] = []
 
     def look() -> bool:
@@ -33,16 +37,12 @@ async def _words_while_speaking(h: Harness) -> list[str | None]:
 
     await h.run_until(look)
     look()
+    await stop(task)
     return seen
 
 
 async def test_with_a_recognizer_that_decodes_as_it_hears_the_words_grow_as_they_are_said() -> None:
-    h = Harness(transcripts=[ASKED], replies=["Yes."], greeting="",
-                overrides={"words_every_ms": 150})
-    task = await h.start()
-    h.mic.say(speech(1.2))
-    seen = await _words_while_speaking(h)
-    await stop(task)
+    seen = await _words_while_speaking(words_every_ms=150)
     assert seen[0] is None and seen[-1] is None  # nobody speaking before, the turn after
     during = [words for words in seen if words]
     assert len(during) >= 4, seen  # read every 150 ms of speech (the fake: a word per 150 ms)
@@ -51,12 +51,7 @@ async def test_with_a_recognizer_that_decodes_as_it_hears_the_words_grow_as_they
 
 
 async def test_without_readings_the_words_show_at_the_pause_the_loop_reads_them_anyway() -> None:
-    h = Harness(transcripts=[ASKED], replies=["Yes."], greeting="",
-                overrides={"words_every_ms": 0})
-    task = await h.start()
-    h.mic.say(speech(1.2))
-    seen = await _words_while_speaking(h)
-    await stop(task)
+    seen = await _words_while_speaking(words_every_ms=0)
     assert seen == [None, "", ASKED, None]  # the speculative transcript at the pause
 
 

@@ -21,8 +21,8 @@ every unit, then every unit again with the lag probe running.
 - CPU: of the thread that runs the loop (`time.thread_time`: the server and the playback it
   reads; not PortAudio's callback thread, the recorder or the pages), as % of one core, minus
   the same stretch of the phase with no page open (the server then only folds the few events
-  of each unit): idle with 1 page (the server reads the speaker every `server.POLL_S`), and
-  the units' first pass with 1 and with 4 pages. Objects older than the run are frozen out of
+  of each unit): idle with 1 page (nothing plays, so the server waits for events), and the
+  units' first pass with 1 and with 4 pages. Objects older than the run are frozen out of
   the garbage collector, whose full passes over them would land in one phase or another.
 - Loop lag, in the units' second pass: a task sleeps 5 ms again and again; how much longer
   than 5 ms each sleep took, its 99th percentile, with 0 and with 4 pages open. (The probe

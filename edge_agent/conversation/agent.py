@@ -292,7 +292,7 @@ class Conversation:
         await self._stt_thread.call(stt.feed, frame)
         if silence_ms == 0:
             self._read_words_now_and_then(utterance, len(frame) // 2)
-        if silence_ms >= self._settings.endpoint.speculate_ms and self._may_speculate(utterance):
+        if silence_ms >= self._settings.endpoint.speculate_ms and _callers(utterance):
             utterance.words = asyncio.create_task(self._speculate(utterance))
             if self._sound is not None:
                 utterance.sound = self._sound.ask(bytes(utterance.audio))
@@ -301,7 +301,7 @@ class Conversation:
         """For the screen, the caller's words so far, read every `words_every_ms` of speech
         in the background (the loop takes the next frame meanwhile), one reading at a time."""
         every_ms = self._settings.words_every_ms
-        if not every_ms or not _shown(utterance):
+        if not every_ms or not _callers(utterance):
             return
         utterance.samples_since_reading += samples
         if (utterance.samples_since_reading * 1000 < every_ms * self._mic.sample_rate
@@ -314,10 +314,6 @@ class Conversation:
             utterance.said_so_far = words.strip()
 
         utterance.reading = asyncio.create_task(read(), name="caller-words")
-
-    def _may_speculate(self, utterance: Utterance) -> bool:
-        """Not while speech over the agent is undecided: it may be a backchannel."""
-        return utterance.overlap is None or utterance.overlap.decided
 
     async def _speculate(self, utterance: Utterance) -> str:
         """The words so far; and, in an open session, the answer to them prepared."""
@@ -488,7 +484,7 @@ class Conversation:
         a first reading; None while nobody speaks to the agent (speech over it that is not yet
         judged a barge-in may be its own echo or a hum: not the caller's words yet)."""
         utterance = self._utterance
-        return utterance.said_so_far if utterance is not None and _shown(utterance) else None
+        return utterance.said_so_far if utterance is not None and _callers(utterance) else None
 
     async def talk(self, held: bool) -> bool:
         """The screen's Talk button pressed (`held`) or let go, with `[screen] push_to_talk`;
@@ -517,6 +513,7 @@ class Conversation:
         await self._responder.stop()
 
 
-def _shown(utterance: Utterance) -> bool:
-    """Whether its words are the caller's to show: not speech over the agent still undecided."""
+def _callers(utterance: Utterance) -> bool:
+    """Whether it is the caller's speech: not speech over the agent still undecided (it may be
+    a backchannel, a hum or the agent's own echo), so neither answered ahead nor shown."""
     return utterance.overlap is None or utterance.overlap.decided
