@@ -74,6 +74,12 @@ class ListenAddress:
         return self.host == "localhost" or ipaddress.ip_address(self.host).is_loopback
 
     @property
+    def numeric(self) -> ListenAddress:
+        """The same, "localhost" as 127.0.0.1: systemd listens on addresses, not names, and a
+        browser sent to it reaches it there."""
+        return ListenAddress("127.0.0.1", self.port) if self.host == "localhost" else self
+
+    @property
     def shown(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"

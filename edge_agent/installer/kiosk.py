@@ -13,7 +13,6 @@ from __future__ import annotations
 import html
 import ipaddress
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -23,7 +22,7 @@ from edge_agent.config import Config
 from edge_agent.config.lan import parse_listen
 from edge_agent.errors import ConfigError, ServiceError
 from edge_agent.installer.steps import Command, Remove, Runner, Step, WriteFile
-from edge_agent.installer.templates import template
+from edge_agent.installer.templates import Verbatim, template
 from edge_agent.printable import shown
 
 KIOSK = "edge-agent-kiosk.service"
@@ -190,11 +189,9 @@ def screen_url(settings: Config) -> str:
     """The page's address on this machine's loopback, without the token. A socket on every
     address ("0.0.0.0", "::") is reached there too; one on another single address is not, and
     is refused (ConfigError)."""
-    address = parse_listen(settings.screen.listen, settings.source)
+    address = parse_listen(settings.screen.listen, settings.source).numeric
     host = address.host
-    if host == "localhost":
-        host = "127.0.0.1"  # what the screen's socket unit listens on for it
-    elif not address.loopback:
+    if not address.loopback:
         ip = ipaddress.ip_address(host)
         if not ip.is_unspecified:
             raise ConfigError(settings.source, "screen.listen",
@@ -231,11 +228,11 @@ def render_kiosk_unit(text: str, cage: str, chromium: str, user: str, url: str,
         words[-1], credential = f"file://%d/{CREDENTIAL}", f"LoadCredential={CREDENTIAL}:{PAGE}\n"
     else:
         words[-1] = _word(url)
-    text = re.sub(r"^ExecStart=.*$", _literal(f"{credential}ExecStart={' '.join(words)}"), text,
+    text = re.sub(r"^ExecStart=.*$", Verbatim(f"{credential}ExecStart={' '.join(words)}"), text,
                   count=1, flags=re.M)
     if not re.search(r"^User=", text, flags=re.M):
         raise ConfigError(f"systemd/{KIOSK}", "User", "missing from the unit template")
-    return re.sub(r"^User=.*$", _literal(f"User={_word(user)}"), text, count=1, flags=re.M)
+    return re.sub(r"^User=.*$", Verbatim(f"User={_word(user)}"), text, count=1, flags=re.M)
 
 
 def installed_user(unit: Path) -> str | None:
@@ -253,7 +250,3 @@ def _word(text: str) -> str:
         raise ServiceError(f"{shown(text, 80)}: a path with spaces or quotes cannot go into "
                            f"{KIOSK}'s command line")
     return text.replace("%", "%%")
-
-
-def _literal(text: str) -> Callable[[re.Match[str]], str]:
-    return lambda _: text

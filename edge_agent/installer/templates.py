@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import edge_agent
@@ -25,3 +27,14 @@ def template(relative: str) -> str:
                       + "): the package ships it under <prefix>/share/edge-agent; reinstall "
                         "edge-agent, or run `edge-agent service install` in its source "
                         "checkout, where systemd/ and config/ are")
+
+
+@dataclass(frozen=True)
+class Verbatim:
+    """A `re.sub` replacement that is the text itself (a template would read backslashes and
+    group references in it)."""
+
+    text: str
+
+    def __call__(self, _: re.Match[str]) -> str:
+        return self.text

@@ -11,7 +11,6 @@ The files installed come from the source tree (systemd/, config/: `template`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shutil
@@ -36,7 +35,7 @@ from edge_agent.installer.steps import (
     Step,
     WriteFile,
 )
-from edge_agent.installer.templates import template
+from edge_agent.installer.templates import Verbatim, template
 from edge_agent.printable import shown
 
 SERVICE = "edge-agent.service"
@@ -209,10 +208,8 @@ def _screen_start(layout: Layout, runner: Runner, settings: Config | None,
 def render_screen_socket(text: str, settings: Config) -> str:
     """The shipped socket unit listening at `[screen] listen`; open to other machines when that
     is not loopback (the config then has a token: `config.file` refuses it without one)."""
-    address = parse_listen(settings.screen.listen, settings.source)
-    if address.host == "localhost":  # systemd listens on addresses, not names
-        address = dataclasses.replace(address, host="127.0.0.1")
-    text = re.sub(r"^ListenStream=.*$", _Literal(f"ListenStream={address.shown}"), text,
+    address = parse_listen(settings.screen.listen, settings.source).numeric
+    text = re.sub(r"^ListenStream=.*$", Verbatim(f"ListenStream={address.shown}"), text,
                   count=1, flags=re.M)
     if not address.loopback:
         text = re.sub(r"^IPAddress(Deny|Allow)=.*\n", "", text, flags=re.M)
@@ -337,20 +334,10 @@ def render_unit(text: str, executable: Sequence[str], bind: Sequence[Path] = (),
             "RestrictAddressFamilies": "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"}
         for key, line in relaxed.items():
             # A function, not a template: the line holds no backreferences.
-            text, count = re.subn(rf"^{key}=.*$", _Literal(line), text, count=1, flags=re.M)
+            text, count = re.subn(rf"^{key}=.*$", Verbatim(line), text, count=1, flags=re.M)
             if count != 1:
                 raise ConfigError(f"systemd/{SERVICE}", key, "missing from the unit template")
     return text
-
-
-@dataclass(frozen=True)
-class _Literal:
-    """A `re.sub` replacement that is the text itself."""
-
-    text: str
-
-    def __call__(self, _: re.Match[str]) -> str:
-        return self.text
 
 
 def service_config(text: str) -> str:
