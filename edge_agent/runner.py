@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from edge_agent.app import (
     ConversationParts,
     Memory,
@@ -22,12 +24,16 @@ from edge_agent.app import (
     build_summarizer,
     close_memory,
     conversation_parts,
+    listening_array,
     microphone_processing,
     open_knowledge,
     open_memory,
+    steered,
 )
+from edge_agent.audio.array import MicArray
 from edge_agent.audio.echo_cancel import MicrophoneProcessing
 from edge_agent.audio.pcm import resample
+from edge_agent.audio.room_acoustics import RoomResponses, render
 from edge_agent.audio.unit_audio import UnitAudioWriter
 from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
 from edge_agent.clock import Clock, MonotonicClock
@@ -39,7 +45,7 @@ from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_r
 from edge_agent.demo.talkers import room_talk
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
-from edge_agent.errors import EdgeAgentError, OutputError
+from edge_agent.errors import ConfigError, EdgeAgentError, OutputError
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
 from edge_agent.knowledge.live import VenueKnowledge
 from edge_agent.memory.record import SessionRecord
@@ -110,6 +116,33 @@ async def _report_events(queue: asyncio.Queue[LoggedEvent], reporter: Reporter) 
         reporter.event(await queue.get())
 
 
+def _check_heard_by(call: CallScript, array: MicArray | None) -> None:
+    """A call heard by an array needs places for the array's microphones."""
+    if array is not None and call.room.layout is None:
+        raise ConfigError(call.source, "room.size_m",
+                          f"the config listens with a microphone array ({array.name}); a call "
+                          "heard by an array needs a room where everyone has a place: give "
+                          "[room] size_m (e.g. [6, 5, 3])")
+
+
+def _room_responses(call: CallScript, array: MicArray | None, rate: int
+                    ) -> RoomResponses | None:
+    """What each microphone hears in the call's room, where it gives everyone a place."""
+    layout = call.room.layout
+    if layout is None:
+        _check_heard_by(call, array)
+        return None
+    microphones = (np.zeros((1, 3)) if array is None
+                   else array.positions_m - array.positions_m.mean(axis=0))
+    talkers_at = [t.at_m or layout.talker_at(i, None) for i, t in enumerate(call.talkers)]
+    try:
+        return render(layout, call.room.reverb_ms, microphones, talkers_at, rate)
+    except ValueError as exc:
+        raise ConfigError(call.source, "room.reverb_ms", str(exc)) from None
+    except ImportError as exc:
+        raise ConfigError(call.source, "room.size_m", str(exc)) from None
+
+
 async def run_demo(config: Config, call: CallScript, printer: Printer = print,
                    clock: Clock | None = None, max_seconds: float = 300.0,
                    audio_dir: Path | None = None, db_path: Path | None = None) -> SessionRecord:
@@ -119,6 +152,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     database that lives for this call only (so scripted calls are reproducible)."""
     clock = clock or MonotonicClock()
     check_reachable(call, max_seconds)
+    _check_heard_by(call, listening_array(config))
     tools = call_tools(call, config.tools.enabled, config.source)
     if tools is not None:
         config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
@@ -138,9 +172,15 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
         rate = engines.vad.sample_rate  # the microphone delivers what the VAD takes
         lines = await asyncio.to_thread(_caller_audio, engines.tts, call, rate)
+        array = listening_array(config)
+        responses = await asyncio.to_thread(_room_responses, call, array, rate)
         others = await asyncio.to_thread(room_talk, call.talkers, engines.tts,
-                                         [pcm for _, pcm in lines], rate, call.room.seed)
-        mic = VirtualMicrophone(clock, rate, echo_of=speaker, room=call.room, talk=others)
+                                         [pcm for _, pcm in lines], rate, call.room.seed,
+                                         responses)
+        said_into = VirtualMicrophone(
+            clock, rate, echo_of=speaker, room=call.room, talk=others, responses=responses,
+            wiring=None if array is None else (array.channels, array.input_channels))
+        mic = said_into if array is None else steered(config, array, said_into)
         log = EventLog(clock)
         processing = microphone_processing(config, mic.sample_rate,
                                            speaker_audible=call.echo_gain > 0)
@@ -156,7 +196,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
             await talk.started.wait()
             return talk.replying
 
-        caller = ScriptedCaller(clock, mic, log, lines, agent_speaks_first=greeting_begun)
+        caller = ScriptedCaller(clock, said_into, log, lines, agent_speaks_first=greeting_begun)
 
         async def call_then_idle(talking: asyncio.Task[None]) -> None:
             started = clock.now()
@@ -337,13 +377,16 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         reporter.device(device, state)
 
     try:
-        mic = ResilientMicrophone(host, config.audio.input_device, clock, on_state)
+        array = listening_array(config)
+        device_mic = ResilientMicrophone(host, config.audio.input_device, clock, on_state,
+                                         channels=1 if array is None else array.input_channels)
         find_device(host.pa, config.audio.output_device, output=True)  # before models load
         if loaded is None:
             loaded = await asyncio.to_thread(build_engines, config, crash_checked=True)
         engines, names = loaded
         speaker = ResilientSpeaker(host, config.audio.output_device, engines.tts.sample_rate,
                                    clock, on_state)
+        mic = device_mic if array is None else steered(config, array, device_mic)
         log = EventLog(clock)
         logs.append(log)
         summarizer = await asyncio.to_thread(

@@ -74,11 +74,29 @@ def test_the_rooms_part_keeps_every_line_and_validates() -> None:
     calls = FakeRoomCalls(stop_ms=180.0, heard={INTERRUPTED: "Great. What about Sunday?"})
     result = _result(calls)
     assert _errors(_document(result)) == []
-    # 2 interruption calls, the replies call, one call per listening scenario
-    assert len(calls.calls) == 3 + len(LISTENING_SCENARIOS)
+    # 2 interruption calls, the replies call, one call per listening scenario; in the café
+    # (quick) one microphone's and the 4-mic array's listening, and the array's interruptions
+    assert len(calls.calls) == 3 + len(LISTENING_SCENARIOS) + 3
     assert all(config.audio.echo_cancel == "on" for config, _ in calls.calls)
-    suppression = [config.audio.noise_suppression for config, _ in calls.calls[3:]]
+    listening = slice(3, 3 + len(LISTENING_SCENARIOS))
+    suppression = [config.audio.noise_suppression for config, _ in calls.calls[listening]]
     assert suppression == [s.noise_suppression for s in LISTENING_SCENARIOS]
+    cafe = calls.calls[3 + len(LISTENING_SCENARIOS):]
+    assert [config.audio.array for config, _ in cafe] == ["", "respeaker-4mic-hat",
+                                                          "respeaker-4mic-hat"]
+    assert all(call.room.layout is not None and config.audio.talker_gate == "level"
+               for config, call in cafe)
+    # Looking where the café's caller stands: straight ahead, ~31 degrees up.
+    assert cafe[1][0].audio.look_azimuth_deg == 0.0
+    assert cafe[1][0].audio.look_elevation_deg == pytest.approx(31.0)
+    arrays = result["arrays"]
+    assert [(e["setup"], e["talkers"], e["talkers_db"]) for e in arrays["listening"]] == [
+        ("1 mic", 2, -10.0), ("4-mic respeaker-4mic-hat", 2, -10.0)]
+    [over] = arrays["interruptions"]
+    assert (over["count"], over["taken"], over["stop_ms"]["values"]) == (2, 2, [180.0, 180.0])
+    [cost] = arrays["beamformers"]
+    assert cost["microphones"] == 4 and cost["added_latency_ms"] == 8.0
+    assert 0 < cost["percent_of_core"] < 15
     quiet, loud = result["interruptions"]
     assert (quiet["echo_gain"], loud["echo_gain"]) == (0.3, 1.0)
     said = [line["say"] for line in quiet["lines"] if line["kind"] == "interruption"]
@@ -197,7 +215,8 @@ def test_bench_runs_rooms_with_the_quick_sizes_and_prints_its_rows() -> None:
     [record] = document["parts"]
     assert record["status"] == "ok", record["reason"]
     assert record["settings"] == {"interruptions": 2, "replies": 5, "listening_lines": 2,
-                                  "far_end_texts": 2}
+                                  "far_end_texts": 2, "array_lines": 2,
+                                  "array_interruptions": 2}
     assert record["result"]["seed"] == 4
     replies_call = calls.calls[2][1]
     assert len(replies_call.lines) == 5
@@ -232,7 +251,8 @@ def test_bench_rooms_quick_on_the_real_engines(bench_quick: BenchRun) -> None:
     # sizes.py; the subcommand's own path is the test above).
     [rooms] = [part for part in bench_quick.document["parts"] if part["name"] == "rooms"]
     assert rooms["settings"] == {"interruptions": 2, "replies": 5, "listening_lines": 2,
-                                 "far_end_texts": 2}
+                                 "far_end_texts": 2, "array_lines": 2,
+                                 "array_interruptions": 2}
     result = rooms["result"]
     assert _errors(_document(result)) == []
     canceller = result["canceller"]

@@ -134,8 +134,10 @@ def test_install_puts_everything_in_place(tmp_path: Path) -> None:
     config = tmp_path / "etc/edge-agent/edge-agent.toml"
     assert parse_config(config.read_text(encoding="utf-8"), str(config)).data_dir == \
         "/var/lib/edge-agent"
-    for path in (unit, sysusers, config):
+    for path in (unit, sysusers):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    # It may hold the screen's token or a database's password: root's, the service's group.
+    assert stat.S_IMODE(config.stat().st_mode) == 0o640
     assert stat.S_IMODE((tmp_path / "etc/edge-agent").stat().st_mode) == 0o755
     state = tmp_path / "var/lib/edge-agent"
     assert state.is_dir() and stat.S_IMODE(state.stat().st_mode) == 0o700
@@ -171,6 +173,19 @@ def test_an_existing_config_is_kept(tmp_path: Path) -> None:
     assert config.read_text(encoding="utf-8").startswith('data_dir = "/srv/agent"')
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert any(line.startswith("  [kept]") and str(config) in line for line in lines)
+    assert not any("readable by every user" in line for line in lines)
+
+
+def test_a_kept_config_readable_by_all_is_named_with_the_commands_that_close_it(
+        tmp_path: Path) -> None:
+    config = tmp_path / "etc/edge-agent/edge-agent.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[screen]\ntoken = "a-long-secret-token"\n', encoding="utf-8")
+    config.chmod(0o644)
+    _, lines = _install(tmp_path, FakeSystem(tmp_path))
+    assert stat.S_IMODE(config.stat().st_mode) == 0o644  # the administrator's file, untouched
+    note = next(line for line in lines if "readable by every user" in line)
+    assert f"chgrp edge-agent {config} && chmod 640 {config}" in note
 
 
 def test_a_changed_unit_is_reloaded_and_restarted(tmp_path: Path) -> None:

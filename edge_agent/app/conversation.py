@@ -7,6 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_agent.audio.array import MicArray, mic_array
+from edge_agent.audio.beamformer import (
+    ArrayMicrophone,
+    BeamformedMicrophone,
+    Beamformer,
+    design_filters,
+)
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.echo_cancel import (
     MicrophoneProcessing,
@@ -118,6 +125,22 @@ def microphone_processing(config: Config, mic_rate: int,
     if not (cancel or suppress):
         return None
     return WebRtcProcessing(mic_rate, echo_cancellation=cancel, noise_suppression=suppress)
+
+
+def listening_array(config: Config) -> MicArray | None:
+    """The microphone array `[audio]` names (None: one microphone); the config was checked."""
+    audio = config.audio
+    return mic_array(audio.array, audio.mic_positions_mm, audio.mic_channels,
+                     audio.input_channels)
+
+
+def steered(config: Config, array: MicArray, mic: ArrayMicrophone) -> Microphone:
+    """The array's channels as the one channel the loop hears: the beamformer `[audio]` asks
+    for, toward the caller."""
+    audio = config.audio
+    filters = design_filters(array, mic.sample_rate, audio.look_azimuth_deg,
+                             audio.look_elevation_deg, audio.beamformer)
+    return BeamformedMicrophone(mic, Beamformer(array, filters))
 
 
 def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,

@@ -136,13 +136,22 @@ def read_wav(path: Path) -> tuple[bytes, int]:
         return wav.readframes(wav.getnframes()), wav.getframerate()
 
 
-def write_wav(path: Path, pcm: bytes, rate: int) -> None:
-    """`pcm` as a WAV file at `path`: created private (it holds a voice), never written
-    through a symlink or into a device (`files.open_private`: UnsafePathError)."""
+def write_wav(path: Path, pcm: bytes, rate: int, channels: int = 1) -> None:
+    """`pcm` (int16, `channels` interleaved) as a WAV file at `path`: created private (it
+    holds a voice), never written through a symlink or into a device (`files.open_private`:
+    UnsafePathError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with os.fdopen(open_private(path), "wb") as file, wave.open(file, "wb") as wav:
-        wav.setnchannels(1)
+        wav.setnchannels(channels)
         wav.setsampwidth(2)
         wav.setframerate(rate)
         wav.writeframes(pcm)
 
+
+def fft_convolve(signal: np.ndarray, response: np.ndarray) -> np.ndarray:
+    """The full linear convolution of two 1-D arrays (float64)."""
+    length = len(signal) + len(response) - 1
+    size = 1 << (length - 1).bit_length()
+    full: np.ndarray = np.fft.irfft(np.fft.rfft(signal, size) * np.fft.rfft(response, size),
+                                    size)[:length]
+    return full

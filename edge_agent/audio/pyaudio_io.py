@@ -114,13 +114,21 @@ class Capture:
     silent microphone still delivers frames)."""
 
     def __init__(self, pa: Any, device: int, sample_rate: int, frame_samples: int,
-                 deliver: Callable[[bytes], object], clock: Clock) -> None:
+                 deliver: Callable[[bytes], object], clock: Clock, channels: int = 1) -> None:
+        """`channels`: a microphone array's; each frame holds every channel, interleaved."""
         import pyaudio
 
         self.device = device
         self.opened_at = clock.now()
         self.last_frame: float | None = None
-        frame_bytes = 2 * frame_samples
+        frame_bytes = 2 * frame_samples * channels
+        if channels > 1:
+            offers = int(pa.get_device_info_by_index(device)["maxInputChannels"])
+            if offers < channels:
+                raise AudioDeviceError(
+                    f"input device {device} has {offers} channel(s); the microphone array needs "
+                    f"{channels} ([audio] input_channels, array): name the array's device in "
+                    "audio.input_device (`arecord -l` lists them)")
         pending = bytearray()
 
         def on_audio(data: bytes, frame_count: int, time_info: Any, status: int) -> tuple[None, int]:
@@ -132,8 +140,9 @@ class Capture:
             return None, pyaudio.paContinue
 
         period = min(CAPTURE_PERIOD, frame_samples)
-        self._stream = open_stream(pa, device, "input", format=pyaudio.paInt16, channels=1,
-                                    rate=sample_rate, input=True, input_device_index=device,
+        self._stream = open_stream(pa, device, "input", format=pyaudio.paInt16,
+                                    channels=channels, rate=sample_rate, input=True,
+                                    input_device_index=device,
                                     frames_per_buffer=period, stream_callback=on_audio)
 
     def lost_reason(self, now: float, stall: float, grace: float) -> str | None:

@@ -146,7 +146,10 @@ class ResilientMicrophone(RecoveringDevice):
     def __init__(self, host: PortAudioHost, wanted: str, clock: Clock, on_state: OnState, *,
                  stall_s: float = 1.0, start_grace_s: float = 5.0,
                  backoff: Backoff | None = None, refresh_after: int = 3,
-                 silence_while_lost: bool = True, require_at_start: bool = True) -> None:
+                 silence_while_lost: bool = True, require_at_start: bool = True,
+                 channels: int = 1) -> None:
+        """`channels`: opened with that many (a microphone array), frames interleaved."""
+        self.channels = channels
         super().__init__(host, wanted, clock, StateSayer("microphone", on_state), backoff,
                          refresh_after)
         self._stall, self._grace = stall_s, start_grace_s
@@ -166,7 +169,7 @@ class ResilientMicrophone(RecoveringDevice):
     async def paced_frames(self, urgent: Callable[[], bool]) -> AsyncIterator[bytes]:
         """Frames as they arrive, paced by `urgent` (see `edge_agent.audio.pacing`)."""
         period = self.frame_samples / self.sample_rate
-        silence = bytes(2 * self.frame_samples)
+        silence = bytes(2 * self.frame_samples * self.channels)
         self._urgent = urgent
         self._arrival = asyncio.Event()
         self._host.join(self)
@@ -252,7 +255,7 @@ class ResilientMicrophone(RecoveringDevice):
         def open_capture() -> Capture:
             device = find_device(self._host.pa, self._wanted, output=False)
             return Capture(self._host.pa, device, self.sample_rate, self.frame_samples, arrive,
-                           self._clock)
+                           self._clock, self.channels)
 
         capture = await self._host.call(open_capture, abandoned=self._host.discard)
         self._generation = generation

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge_agent.audio.room_acoustics import RoomLayout
+
 MAX_DELAY_MS = 500.0
 """Longest echo delay a room may have: far past a speaker and a microphone in one box
 (tens of ms of device buffers plus centimetres of air)."""
@@ -51,6 +53,10 @@ class Room:
     seed: int = 0
     """Seed of the impulse response's random reflections and of the steady noise: the same
     room, the same echo and the same noise."""
+    layout: RoomLayout | None = None
+    """Where the kiosk, the caller and the people nearby stand (None: no places, the echo's
+    random response and each talker's own); with it every path is the room's own
+    (`edge_agent.audio.room_acoustics`), `reverb_ms` its reverberation time."""
     noise_db: float | None = None
     """Level of steady background noise the microphone hears, in dBFS (RMS against full
     scale): -45 a quiet fan, -35 an office's ventilation, -30 a street through a door; None:
@@ -123,13 +129,16 @@ class RoomEcho:
     as long as the input. The reverberation's tail and the delay line carry across pieces, so
     processing in frames gives the samples processing the whole stream at once would."""
 
-    def __init__(self, room: Room, rate: int, spent_samples: int = 0) -> None:
+    def __init__(self, room: Room, rate: int, spent_samples: int = 0,
+                 response: np.ndarray | None = None) -> None:
         """`spent_samples`: delay the caller already adds upstream (a resampler holding samples
         back); the delay line adds only the rest, so the echo arrives `delay_ms` after the
-        sound wherever the delay is longer than that."""
+        sound wherever the delay is longer than that. `response`: the path from the speaker
+        (energy 1 is the room's echo_gain; None: the room's own random response)."""
         self.room = room
         self._clip_level = None if room.clip is None else room.clip * FULL_SCALE
-        self._response = room.impulse_response(rate)
+        self._response = (room.impulse_response(rate) if response is None
+                          else room.echo_gain * np.asarray(response, dtype=np.float64))
         self._spectra: dict[int, np.ndarray] = {}
         self._tail = np.zeros(len(self._response) - 1)
         self._line = np.zeros(max(0, room.delay_samples(rate) - spent_samples))
@@ -181,11 +190,13 @@ class RoomNoise:
     scale, float64) at `noise_db` RMS; the same room gives the same samples however the
     stream is cut into pieces."""
 
-    def __init__(self, room: Room, rate: int) -> None:
+    def __init__(self, room: Room, rate: int, microphone: int = 0) -> None:
+        """`microphone`: which microphone of an array hears it (each its own noise)."""
         if room.noise_db is None:
             raise ValueError("the room has no steady noise (noise_db is None)")
         # Its own stream, apart from the reflections': noise and echo do not share values.
-        self._random = np.random.default_rng([room.seed, 1])
+        self._random = np.random.default_rng([room.seed, 1] if not microphone
+                                             else [room.seed, 1, microphone])
         self._poles, self._direct = _SHAPING[room.noise_kind]
         self._states = [0.0] * len(self._poles)
         self._scale = FULL_SCALE * 10.0 ** (room.noise_db / 20) / math.sqrt(self._variance())
@@ -221,17 +232,19 @@ class RoomNoise:
 
 class RoomTalk:
     """Other people talking in the room, piece by piece: each track (one talker's speech as
-    the microphone hears it, int16 scale, at the microphone's rate) from its first sample on,
-    over and over; `take(n)` returns the next n samples of all of them together."""
+    the microphone hears it, int16 scale, at the microphone's rate; with an array, a column
+    per microphone) from its first sample on, over and over; `take(n)` returns the next n
+    samples of all of them together."""
 
     def __init__(self, tracks: list[tuple[np.ndarray, int]]) -> None:
-        """`tracks`: (speech, the sample it starts at) per talker."""
+        """`tracks`: (speech, the sample it starts at) per talker, all of the same shape."""
         self._tracks = [(np.asarray(track, dtype=np.float64), start)
                         for track, start in tracks if len(track)]
+        self._shape = self._tracks[0][0].shape[1:] if self._tracks else ()
         self._position = 0
 
     def take(self, samples: int) -> np.ndarray:
-        out = np.zeros(samples)
+        out = np.zeros((samples, *self._shape))
         for track, start in self._tracks:
             offsets = np.arange(self._position - start, self._position - start + samples)
             talking = offsets >= 0

@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
 
 from edge_agent.audio.device import MIC_FRAME, MIC_RATE
-from edge_agent.audio.pcm import StreamResampler, silence
+from edge_agent.audio.pcm import StreamResampler, fft_convolve
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.audio.room import Room, RoomEcho, RoomNoise, RoomTalk
+from edge_agent.audio.room_acoustics import RoomResponses
 from edge_agent.clock import Clock
 
 
@@ -127,28 +128,58 @@ class VirtualMicrophone:
     speaker through the room, like a kiosk without an echo canceller; in a `room` with
     noise_db, it hears the room's steady noise in every frame, one continuous stream; with
     `talk`, other people talking nearby.
+
+    With `responses` (a room where everyone has a place: `edge_agent.audio.room_acoustics`),
+    it is an array of microphones, one channel each (frames interleaved): what is said reaches
+    each through the caller's response, the speaker's echo through the speaker's, and the
+    steady noise is each microphone's own.
     """
 
     def __init__(self, clock: Clock, sample_rate: int = MIC_RATE, frame_samples: int = MIC_FRAME,
                  echo_of: VirtualSpeaker | None = None, room: Room | None = None,
-                 talk: RoomTalk | None = None) -> None:
+                 talk: RoomTalk | None = None, responses: RoomResponses | None = None,
+                 wiring: tuple[Sequence[int], int] | None = None) -> None:
+        """`wiring`: the input channel of each microphone and how many channels the device
+        delivers (None: one channel per microphone, in order)."""
         self.sample_rate = sample_rate
         self.frame_samples = frame_samples
+        microphones = 1 if responses is None else len(responses.caller)
+        self._wired = list(range(microphones)) if wiring is None else list(wiring[0])
+        self.channels = microphones if wiring is None else wiring[1]
+        if len(self._wired) != microphones:
+            raise ValueError(f"{microphones} microphones wired to {len(self._wired)} channels")
         self._clock = clock
-        self._pending = bytearray()
+        self._said_through = None if responses is None else responses.caller
+        self._queued = np.zeros((0, microphones))
+        """What the microphones will hear of the caller, from the next frame on."""
+        self._direct_left = 0
+        """Samples of `_queued` that are still the lines themselves (not their reverberation)."""
         self._frames_out = 0
         self._drained = asyncio.Event()
         self._drained.set()
-        self._echo = (SpeakerEcho(echo_of, room, sample_rate, frame_samples)
+        self._echo = (SpeakerEcho(echo_of, room, sample_rate, frame_samples,
+                                  None if responses is None else responses.speaker)
                       if echo_of is not None and room is not None and room.heard else None)
-        noise = RoomNoise(room, sample_rate) if room is not None and room.noisy else None
-        self._ambient = [source for source in (noise, talk) if source is not None]
+        self._noises = ([RoomNoise(room, sample_rate, mic) for mic in range(microphones)]
+                        if room is not None and room.noisy else [])
+        self._talk = talk
 
     def say(self, pcm: bytes) -> None:
         """Queue audio; it is captured after anything already queued."""
-        self._pending.extend(pcm)
-        if self._pending:
-            self._drained.clear()
+        line = np.frombuffer(pcm, dtype=np.int16).astype(np.float64)
+        if not len(line):
+            return
+        heard = (line[:, None] if self._said_through is None else
+                 np.stack([fft_convolve(line, response) for response in self._said_through],
+                          axis=1))
+        start = self._direct_left
+        if len(self._queued) < start + len(heard):
+            grown = np.zeros((start + len(heard), self._queued.shape[1]))
+            grown[:len(self._queued)] = self._queued
+            self._queued = grown
+        self._queued[start:start + len(heard)] += heard
+        self._direct_left = start + len(line)
+        self._drained.clear()
 
     async def wait_said(self) -> None:
         """Wait until everything queued has been captured."""
@@ -157,29 +188,31 @@ class VirtualMicrophone:
     async def frames(self) -> AsyncIterator[bytes]:
         frame_seconds = self.frame_samples / self.sample_rate
         start = self._clock.now()
+        size = self.frame_samples
         while True:
             await self._clock.sleep_until(start + (self._frames_out + 1) * frame_seconds)
-            size = self.frame_samples * 2
-            frame = bytes(self._pending[:size])
-            del self._pending[:size]
-            if len(frame) < size:
-                frame += silence((size - len(frame)) // 2)
-            if not self._pending:
+            frame = np.zeros((size, self._queued.shape[1]))
+            taken = self._queued[:size]
+            frame[:len(taken)] = taken
+            self._queued = self._queued[size:]
+            self._direct_left = max(0, self._direct_left - size)
+            if not self._direct_left:
                 self._drained.set()
             self._frames_out += 1
             if self._echo is not None:
                 # The speaker's cursor at the moment this frame was captured, not when it is
                 # handed over (the loop may be late): the echo keeps the timing a room gives it.
-                frame = self._echo.mixed_into(frame, start, self._frames_out)
-            if self._ambient:
-                frame = self._with_ambient(frame)
-            yield frame
-
-    def _with_ambient(self, frame: bytes) -> bytes:
-        mixed = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
-        for source in self._ambient:
-            mixed += source.take(len(frame) // 2)
-        return bytes(np.clip(np.round(mixed), -32768, 32767).astype(np.int16).tobytes())
+                frame += self._echo.heard(start, self._frames_out)
+            for channel, noise in enumerate(self._noises):
+                frame[:, channel] += noise.take(size)
+            if self._talk is not None:
+                talk = self._talk.take(size)
+                frame += talk if talk.ndim == 2 else talk[:, None]
+            if self._wired != list(range(self.channels)):
+                wired = np.zeros((size, self.channels))
+                wired[:, self._wired] = frame
+                frame = wired
+            yield np.clip(np.round(frame), -32768, 32767).astype(np.int16).tobytes()
 
 
 class SpeakerEcho:
@@ -188,8 +221,8 @@ class SpeakerEcho:
     The speaker's output is one continuous stream in time: each played sample at the moment
     it played, silence where nothing played (idle, paused, before a start or after the end in
     a frame). That stream is resampled to the microphone's rate without seams
-    (`StreamResampler`) and passed through the room (`RoomEcho`), so a sample the speaker
-    played at time t reaches the microphone at t + delay_ms.
+    (`StreamResampler`) and passed through the room (`RoomEcho`, one per microphone), so a
+    sample the speaker played at time t reaches the microphone at t + delay_ms.
     """
 
     SLACK = 2
@@ -197,8 +230,10 @@ class SpeakerEcho:
     rounds to whole samples, and filling silence up to the exact time would push the next
     sample played one late (a seam)."""
 
-    def __init__(self, speaker: VirtualSpeaker, room: Room, rate: int,
-                 frame_samples: int) -> None:
+    def __init__(self, speaker: VirtualSpeaker, room: Room, rate: int, frame_samples: int,
+                 responses: np.ndarray | None = None) -> None:
+        """`responses`: the echo path to each microphone (rows, energy 1 at the first; None:
+        one microphone, the room's own random response)."""
         self._speaker = speaker
         self._rate = rate
         self._frame_samples = frame_samples
@@ -209,12 +244,13 @@ class SpeakerEcho:
         # The resampler holds a few samples back and the stream may trail by SLACK: that much
         # of the room's delay is spent waiting for them, so every frame is whole.
         lead = self._resampler.held_back + math.ceil(self.SLACK * rate / speaker.sample_rate)
-        self._room = RoomEcho(room, rate, spent_samples=lead)
-        self._ready = np.zeros(lead)
+        paths = [None] if responses is None else list(responses)
+        self._rooms = [RoomEcho(room, rate, spent_samples=lead, response=path) for path in paths]
+        self._ready = np.zeros((lead, len(paths)))
 
-    def mixed_into(self, frame: bytes, started: float, frames: int) -> bytes:
-        """`frame`, the `frames`-th of a microphone started at clock time `started`, with the
-        echo it heard."""
+    def heard(self, started: float, frames: int) -> np.ndarray:
+        """The echo in the `frames`-th frame of a microphone started at clock time `started`:
+        (samples, microphones)."""
         rate = self._speaker.sample_rate
         captured_at = started + frames * self._frame_samples / self._rate
         played = self._speaker.played_frames_at(captured_at)
@@ -232,10 +268,11 @@ class SpeakerEcho:
         stream.append(np.zeros(max(0, due - fed)))
         pushed = np.concatenate(stream)
         self._fed += len(pushed)
-        echo = self._room.process(self._resampler.push_samples(pushed))
+        resampled = self._resampler.push_samples(pushed)
+        echo = np.stack([room.process(resampled) for room in self._rooms], axis=1)
         self._ready = np.concatenate([self._ready, echo])
-        heard_now, self._ready = (self._ready[:self._frame_samples],
-                                  self._ready[self._frame_samples:])
-        mixed = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
-        mixed[:len(heard_now)] += heard_now
-        return bytes(np.clip(np.round(mixed), -32768, 32767).astype(np.int16).tobytes())
+        heard_now = np.zeros((self._frame_samples, len(self._rooms)))
+        ready = self._ready[:self._frame_samples]
+        heard_now[:len(ready)] = ready
+        self._ready = self._ready[self._frame_samples:]
+        return heard_now

@@ -4,6 +4,7 @@ missing is skipped with the reason (`edge-agent bench` goes on with the others);
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Callable
 
@@ -44,6 +45,14 @@ def espeak_ng(config: Config) -> None:
     if shutil.which("espeak-ng") is None:
         raise EngineError("espeak-ng is not installed (apt-get install espeak-ng): the clip set "
                           "speaks with its voices")
+
+
+def room_acoustics(config: Config) -> None:
+    """The simulator's rooms with people at their places (image sources)."""
+    del config
+    if importlib.util.find_spec("pyroomacoustics") is None:
+        raise EngineError("pyroomacoustics is not installed (pip install 'edge-agent[rooms]'): "
+                          "the café's rooms are rendered with it")
 
 
 def models(with_llm: bool) -> Need:

@@ -9,7 +9,10 @@ through the real engines on the virtual audio pair, as `demo --call` runs them.
   interruptions taken and onset -> playback stopped, on the first reply (the canceller still
   learning the room) and on later ones;
 - self-interruptions (`replies_call`, echo 1.0): replies with nobody speaking over them;
-- listening (`LISTENING_SCENARIOS`): the caller's WER in a room that is not quiet.
+- listening (`LISTENING_SCENARIOS`): the caller's WER in a room that is not quiet;
+- microphone arrays (`rooms_arrays`): one microphone and 2-, 4- and 6-mic arrays in a café
+  where everyone has a place (WER with 0, 2 and 4 people talking nearby, interruptions at echo
+  1.0, each beamformer's CPU and latency).
 
 The caller's lines are said in the agent's own Piper voice (as in `demo --call`). Scripted
 replies; the cue of each interruption is drawn from `seed`.
@@ -26,6 +29,7 @@ from typing import Any
 from edge_agent.audio.room import Room
 from edge_agent.bench.clipset import BABBLE_LINES
 from edge_agent.bench.latency import INTERRUPTIONS, QUESTIONS, REPLY
+from edge_agent.bench.rooms_arrays import measure_arrays
 from edge_agent.bench.rooms_calls import (
     CallRunner,
     LineOutcome,
@@ -115,13 +119,20 @@ class RoomsPlan:
     """Questions per listening scenario."""
     far_end_texts: int = len(FAR_END_TEXTS)
     """Replies the canceller's ERLE is measured on (~5 s each)."""
+    array_lines: int = 8
+    """Questions per call in the café, for each microphone setup and scenario."""
+    array_interruptions: int = 4
+    """Interruptions over the agent per microphone setup, at echo 1.0."""
+    arrays_quick: bool = False
+    """Only one microphone and the 4-mic array, with two talkers 10 dB down."""
     seed: int = 1
 
 
 def quick_plan(seed: int) -> RoomsPlan:
     """About 2 minutes on a 2-core PC: one later reply, 5 replies, 2 questions a room."""
     return RoomsPlan(interruptions=ROOM_INTERRUPTIONS.quick, replies=ROOM_REPLIES.quick,
-                     listening_lines=2, far_end_texts=2, seed=seed)
+                     listening_lines=2, far_end_texts=2, array_lines=2,
+                     array_interruptions=ROOM_INTERRUPTIONS.quick, arrays_quick=True, seed=seed)
 
 
 def run_rooms(config: Config, tts: TextToSpeech, plan: RoomsPlan, say: Callable[[str], None],
@@ -146,12 +157,14 @@ def run_rooms(config: Config, tts: TextToSpeech, plan: RoomsPlan, say: Callable[
         f"{own['replies']} replies")
     listening = [_listening(config, scenario, plan, say, calls)
                  for scenario in LISTENING_SCENARIOS]
+    arrays = measure_arrays(config, plan.arrays_quick, plan.array_lines,
+                            plan.array_interruptions, plan.seed, say, calls)
     return {"benchmark": "rooms", "seed": plan.seed,
             "room": {"delay_ms": ROOM.delay_ms, "reverb_ms": ROOM.reverb_ms, "clip": ROOM.clip,
                      "seed": ROOM.seed},
             "caller_voice": "the agent's voice", "targets": dict(TARGETS),
             "canceller": canceller, "interruptions": interruptions,
-            "self_interruptions": own, "listening": listening}
+            "self_interruptions": own, "listening": listening, "arrays": arrays}
 
 
 def _interruptions(config: Config, gain: float, offset: int, plan: RoomsPlan,

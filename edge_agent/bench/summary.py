@@ -181,6 +181,36 @@ def rooms_rows(result: dict[str, Any]) -> list[SummaryRow]:
     lag = canceller["lag"]
     rows.append(single("latency added by the processing", "ms", lag["ms"], 1,
                        f"{lag['framing_ms']:g} ms framing + filters, measured"))
+    return rows + array_rows(result["arrays"])
+
+
+ARRAY_TARGETS = {("4-mic respeaker-4mic-hat", 2, -10.0): "target <= 12 %",
+                 ("4-mic respeaker-4mic-hat", 2, -5.0): "target <= 20 %"}
+"""The issue's targets for the 4-mic array in the café."""
+
+
+def array_rows(arrays: dict[str, Any]) -> list[SummaryRow]:
+    """Each microphone setup in the café: WER per scenario, interruptions, the beamformer's
+    cost."""
+    rows = [single(f"café WER, {entry['scenario']}: {entry['setup']}", "%",
+                   entry["wer_percent"], len(entry["lines"]),
+                   ARRAY_TARGETS.get((entry["setup"], entry["talkers"], entry["talkers_db"]),
+                                     ""))
+            for entry in arrays["listening"]]
+    for over in arrays["interruptions"]:
+        rows += [single(f"café interruptions taken (echo {over['echo_gain']}): {over['setup']}",
+                        "%", round(100 * over["taken"] / over["count"], 1) if over["count"]
+                        else 0.0, over["count"],
+                        f"{over['taken']} of {over['count']}; target 100 %"),
+                 spread(f"  onset -> playback stopped: {over['setup']}", "ms", over["stop_ms"],
+                        "")]
+    for cost in arrays["beamformers"]:
+        rows += [single(f"CPU of the {cost['beamformer']} beamformer: {cost['setup']}",
+                        "% core", cost["percent_of_core"], 1,
+                        f"{cost['cpu_s']} s for {cost['audio_s']:.0f} s of audio; "
+                        "target <= 15 %"),
+                 single(f"latency added by the beamformer: {cost['setup']}", "ms",
+                        cost["added_latency_ms"], 1, "measured; target <= 20 ms")]
     return rows
 
 

@@ -51,6 +51,28 @@ class AudioConfig:
     """Speech quieter than this (dBFS, 190 ms smoothed) is never the caller: set between the
     room's talk and your callers' speech where callers are always far louder than the room
     (then background speech alone opens no turn); -60 lets everything speech-like through."""
+    array: str = ""
+    """A microphone array the input device is ("" none: one microphone): a preset of
+    `edge_agent.audio.array` ("respeaker-4mic-hat", "respeaker-6mic", "respeaker-usb-4mic"),
+    or leave it empty and give mic_positions_mm. The agent listens toward look_azimuth_deg
+    with a beamformer; everything after it hears that one steered channel."""
+    mic_positions_mm: list[list[float]] = field(default_factory=list)
+    """Another board's microphones: one [x, y, z] (or [x, y]) per microphone, millimetres, in
+    the board's axes (x to the side, y toward the person in front, z up)."""
+    mic_channels: list[int] = field(default_factory=list)
+    """The input channel of each microphone, counted from 0 ([]: the preset's, or 0, 1, ...)."""
+    input_channels: int = 0
+    """Channels to open the input device with (0: what the array needs; 1 without one)."""
+    beamformer: str = "superdirective"
+    """How the array listens toward the caller: "superdirective" (rejects voices from other
+    directions down to a few hundred Hz) or "delay-and-sum" (rejects uncorrelated noise, other
+    directions only at high frequencies); see `edge_agent.audio.beamformer`."""
+    look_azimuth_deg: float = 0.0
+    """Where the person at the kiosk stands, seen from the array: degrees from the board's +y
+    axis toward +x (0: straight in front along +y)."""
+    look_elevation_deg: float = 0.0
+    """How far above the board's plane the caller's mouth is, degrees (a board lying flat
+    under a face half a metre away and 30 cm up: ~30)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from edge_agent.audio.array import MAX_APERTURE_MM, mic_array
+from edge_agent.audio.beamformer import BEAMFORMERS
 from edge_agent.config import (
     SCREEN_TOKEN_MIN,
     STT_ENGINES,
@@ -32,6 +34,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "audio.echo_cancel": ("auto", "on", "off"),
     "audio.noise_suppression": ("auto", "on", "off"),
     "audio.talker_gate": ("level", "off"),
+    "audio.beamformer": BEAMFORMERS,
     "stt.engine": ("auto", *STT_ENGINES),
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),
@@ -47,6 +50,11 @@ _SILENCE = Bounds(64, 10000, advised=(150, 3000),
 _BOUNDS: dict[str, Bounds] = {
     "audio.talker_margin_db": Bounds(1.0, 40.0),
     "audio.talker_floor_db": Bounds(-90.0, -10.0),
+    "audio.mic_positions_mm": Bounds(-MAX_APERTURE_MM, MAX_APERTURE_MM),
+    "audio.mic_channels": Bounds(0, 63),
+    "audio.input_channels": Bounds(0, 64),
+    "audio.look_azimuth_deg": Bounds(-360.0, 360.0),
+    "audio.look_elevation_deg": Bounds(-90.0, 90.0),
     "vad.threshold": Bounds(
         0.0, 1.0, open_low=True, open_high=True,
         why="at 0 every frame is speech (no turn ever ends), at 1 none is (the agent is deaf)",
@@ -226,6 +234,7 @@ def parse_config(text: str, source: str) -> Config:
         parse_database_url(config.sync.url, source)
     _check_knowledge(config, source)
     _check_screen(config.screen, source)
+    _check_array(config, source)
     if config.memory.fold_turns > config.turns.history_turns:
         validate.warn(source, "memory.fold_turns",
                       f"{config.memory.fold_turns} is more than turns.history_turns "
@@ -248,6 +257,20 @@ def _check_knowledge(config: Config, source: str) -> None:
     for index, name in enumerate(knowledge.files):
         if not validate.has_visible_text(name):
             raise ConfigError(source, f"knowledge.files[{index}]", "an empty file name")
+
+
+def _check_array(config: Config, source: str) -> None:
+    audio = config.audio
+    try:
+        array = mic_array(audio.array, audio.mic_positions_mm, audio.mic_channels,
+                          audio.input_channels)
+    except ValueError as exc:
+        key, _, reason = str(exc).partition(": ")
+        raise ConfigError(source, f"audio.{key}", reason) from None
+    if array is None and audio.input_channels > 1:
+        raise ConfigError(source, "audio.input_channels",
+                          f"{audio.input_channels} channels but no array: name the array "
+                          "(array or mic_positions_mm), or leave input_channels at 0")
 
 
 def _check_screen(screen: ScreenConfig, source: str) -> None:

@@ -18,6 +18,14 @@ clip = 0.5                   # a small speaker saturates at this fraction of ful
 seed = 7                     # the room's random reflections and noise (default 0): same seed, same room
 noise_db = -40               # steady background noise, dBFS (-90..-10; default: none)
 noise_kind = "pink"          # its spectrum: "pink" (default; fans, traffic), "white" (hiss), "brown" (rumble)
+# A room where everyone has a place (needs `pip install 'edge-agent[rooms]'`): every path,
+# the echo's too, is the room's own (image sources); reverb_ms is then the room's RT60, and
+# with [audio] array the microphones are the array's. Positions are metres from the kiosk's
+# microphones: to the side, in front, up.
+size_m = [6, 5, 3]           # length, depth, height
+array_at_m = [3, 0.5, 1.2]   # the microphones in the room (default: mid-wall, 0.5 m out, 1.2 m up)
+caller_at_m = [0, 0.5, 0.3]  # the caller's mouth (default)
+speaker_at_m = [0, -0.05, -0.15]  # the kiosk's loudspeaker (default)
 
 [[talker]]                   # optional: someone else talking nearby, over and over (not the caller)
 say = ["Did you see the game last night?", "No, I was working late again."]
@@ -26,6 +34,7 @@ voice = "espeak-us-f3"       # an espeak-ng voice (`bench stt`'s), or "agent"; d
 start = 0                    # seconds from the start of the call (default 0)
 pause = 0.8                  # seconds between their sentences (default 0.8)
 reverb_ms = 400              # the room on their voice: they are farther away (0..1000, default 400)
+at_m = [1.8, 2.2, 0.4]       # where they stand, in a room with size_m (default: spots 2.8-4.4 m away)
 
 [[caller]]
 say = "Hi, I want to book a table for tonight."
@@ -42,6 +51,7 @@ barge_in_after = 3.2         # seconds after the agent's current reply started p
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +64,7 @@ from edge_agent.audio.room import (
     NOISE_KINDS,
     Room,
 )
+from edge_agent.audio.room_acoustics import SIZE_RANGE_M, RoomLayout
 from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.config.validate import Bounds, TextRule, check_value, warn
 from edge_agent.conversation.builtin_tools import BUILTIN
@@ -75,6 +86,9 @@ _ROOM_KEYS = {
     "noise_db": (float, Bounds(*NOISE_DB_RANGE)),
     "noise_kind": (str, None),
 }
+_PLACES = ("size_m", "array_at_m", "caller_at_m", "speaker_at_m")
+"""[room] keys that give the room places (each [x, y, z], metres)."""
+_METRES = Bounds(-30.0, 30.0)
 _ROOM_CHOICES = {"noise_kind": NOISE_KINDS}
 _TALKER_KEYS = {
     "level_db": Bounds(*LEVEL_DB_RANGE),
@@ -178,8 +192,35 @@ def parse_call(text: str, source: str) -> CallScript:
     lines = tuple(_line(entry, source, f"caller[{i + 1}]") for i, entry in enumerate(callers))
     return CallScript(source, lines, greeting, scripted,
                       tuple(tools) if tools is not None else None,
-                      _room(data.get("room"), float(echo_gain), source),
-                      _talkers(data.get("talker", []), source))
+                      *_placed(_room(data.get("room"), float(echo_gain), source),
+                               _talkers(data.get("talker", []), source), source))
+
+
+def _placed(room: Room, talkers: tuple[Talker, ...], source: str
+            ) -> tuple[Room, tuple[Talker, ...]]:
+    """The room and its talkers, every position inside the room (a room with places)."""
+    layout = room.layout
+    if layout is None:
+        where = next((i for i, t in enumerate(talkers) if t.at_m is not None), None)
+        if where is not None:
+            raise ConfigError(source, f"talker[{where + 1}].at_m",
+                              "places a talker in a room without places: give the room's "
+                              "size ([room] size_m = [6, 5, 3])")
+        return room, talkers
+    placed = tuple(dataclasses.replace(t, at_m=layout.talker_at(i, t.at_m))
+                   for i, t in enumerate(talkers))
+    spots = [("room.caller_at_m", "the caller", layout.caller_at_m),
+             ("room.speaker_at_m", "the loudspeaker", layout.speaker_at_m),
+             *((f"talker[{i + 1}].at_m", f"talker {i + 1}", t.at_m)
+               for i, t in enumerate(placed))]
+    for key, what, position in spots:
+        try:
+            layout.check(position or (0.0, 0.0, 0.0), what)
+        except ValueError as exc:
+            raise ConfigError(source, key, f"{exc}; positions are metres from the kiosk's "
+                              "microphones (to the side, in front, up); the array's place "
+                              "is room.array_at_m") from None
+    return room, placed
 
 
 def _talkers(tables: Any, source: str) -> tuple[Talker, ...]:
@@ -192,7 +233,7 @@ def _talkers(tables: Any, source: str) -> tuple[Talker, ...]:
 
 
 def _talker(table: Any, source: str, key: str) -> Talker:
-    _check_table(table, source, key, "talker", {"say", "voice", *_TALKER_KEYS})
+    _check_table(table, source, key, "talker", {"say", "voice", "at_m", *_TALKER_KEYS})
     said = table.get("say")
     sentences = [said] if isinstance(said, str) else said
     if not isinstance(sentences, list) or not sentences:
@@ -207,8 +248,11 @@ def _talker(table: Any, source: str, key: str) -> Talker:
     voice = ("" if "voice" not in table else
              check_value(str, table["voice"], source, f"{key}.voice",
                          choices=(AGENT_VOICE, *TALKER_VOICES)))
-    values = {name: check_value(float, table[name], source, f"{key}.{name}", bounds=bounds)
-              for name, bounds in _TALKER_KEYS.items() if name in table}
+    values: dict[str, Any] = {
+        name: check_value(float, table[name], source, f"{key}.{name}", bounds=bounds)
+        for name, bounds in _TALKER_KEYS.items() if name in table}
+    if "at_m" in table:
+        values["at_m"] = _position(table["at_m"], source, f"{key}.at_m")
     return Talker(say=tuple(sentences), voice=voice, **values)
 
 
@@ -217,21 +261,56 @@ def _room(table: Any, echo_gain: float, source: str) -> Room:
         return Room(echo_gain=echo_gain)
     if not isinstance(table, dict):
         raise ConfigError(source, "room", "must be a table ([room])")
-    extra = set(table) - set(_ROOM_KEYS)
+    extra = set(table) - set(_ROOM_KEYS) - set(_PLACES)
     if extra:
         raise ConfigError(source, f"room.{sorted(extra)[0]}",
-                          f"unknown key ({', '.join(_ROOM_KEYS)}; the echo's level is "
-                          "[agent] echo_gain)")
-    values = {key: check_value(kind, table[key], source, f"room.{key}", bounds=bounds,
-                               choices=_ROOM_CHOICES.get(key, ()))
-              for key, (kind, bounds) in _ROOM_KEYS.items() if key in table}
+                          f"unknown key ({', '.join([*_ROOM_KEYS, *_PLACES])}; the echo's "
+                          "level is [agent] echo_gain)")
+    values: dict[str, Any] = {
+        key: check_value(kind, table[key], source, f"room.{key}", bounds=bounds,
+                         choices=_ROOM_CHOICES.get(key, ()))
+        for key, (kind, bounds) in _ROOM_KEYS.items() if key in table}
+    places = {key: _position(table[key], source, f"room.{key}")
+              for key in _PLACES if key in table}
+    if places:
+        values["layout"] = _layout(places, source)
     if "noise_kind" in values and "noise_db" not in values:
         raise ConfigError(source, "room.noise_kind",
                           "needs room.noise_db, the noise's level (e.g. -40)")
-    if set(values) - {"noise_db", "noise_kind", "seed"} and not echo_gain:
+    echo_only = {"delay_ms", "clip"} | ({"reverb_ms"} if "layout" not in values else set())
+    if set(values) & echo_only and not echo_gain:
         warn(source, "room", "the microphone does not hear the agent ([agent] echo_gain is 0), "
              "so the room's echo path changes nothing")
     return Room(echo_gain=echo_gain, **values)
+
+
+def _layout(places: dict[str, tuple[float, float, float]], source: str) -> RoomLayout:
+    if "size_m" not in places:
+        raise ConfigError(source, f"room.{sorted(places)[0]}",
+                          "places things in a room of no size: give room.size_m "
+                          "([length, depth, height] in metres, e.g. [6, 5, 3])")
+    size = places["size_m"]
+    for axis, (value, (low, high)) in enumerate(zip(size, SIZE_RANGE_M, strict=True)):
+        if not low <= value <= high:
+            raise ConfigError(source, "room.size_m", f"{['length', 'depth', 'height'][axis]} "
+                              f"{value:g} m is outside {low:g}..{high:g} m")
+    layout = RoomLayout(size_m=size, array_at_m=places.get("array_at_m"),
+                        **{key: places[key] for key in ("caller_at_m", "speaker_at_m")
+                           if key in places})
+    centre = tuple(float(v) for v in layout.array_centre)
+    inside = RoomLayout(size_m=size, array_at_m=(0.0, 0.0, 0.0))
+    try:
+        inside.check((centre[0], centre[1], centre[2]), "the kiosk's microphones")
+    except ValueError as exc:
+        raise ConfigError(source, "room.array_at_m", str(exc)) from None
+    return layout
+
+
+def _position(value: Any, source: str, key: str) -> tuple[float, float, float]:
+    numbers = check_value(list[float], value, source, key, bounds=_METRES)
+    if len(numbers) != 3:
+        raise ConfigError(source, key, f"give [x, y, z] in metres, got {len(numbers)} numbers")
+    return (numbers[0], numbers[1], numbers[2])
 
 
 def _check_table(table: Any, source: str, key: str, kind: str, allowed: set[str]) -> None:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_agent.audio.pcm import resample
+from edge_agent.audio.pcm import fft_convolve, resample
 from edge_agent.audio.room import TALKER_DIRECT_TO_REVERB_DB, RoomTalk, reverberant_response
+from edge_agent.audio.room_acoustics import RoomResponses
 from edge_agent.demo.voices import RATE, VOICES, Voice, espeak
 from edge_agent.engines.base import TextToSpeech
 
@@ -49,7 +50,11 @@ class Talker:
     pause: float = 0.8
     """Seconds of silence between their sentences."""
     reverb_ms: float = 400.0
-    """Reverberation of the room on their voice (RT60, ms; 0: none)."""
+    """Reverberation of the room on their voice (RT60, ms; 0: none); in a room where everyone
+    has a place, the room's own."""
+    at_m: tuple[float, float, float] | None = None
+    """Where they stand, relative to the kiosk's microphones (metres: to the side, in front,
+    up), in a room where everyone has a place; None: one of the room's spots for talkers."""
 
 
 def active_level(samples: np.ndarray, rate: int = RATE) -> float:
@@ -67,21 +72,30 @@ def active_level(samples: np.ndarray, rate: int = RATE) -> float:
 
 
 def room_talk(talkers: Sequence[Talker], tts: TextToSpeech, caller_speech: Sequence[bytes],
-              rate: int, seed: int) -> RoomTalk | None:
+              rate: int, seed: int, responses: RoomResponses | None = None) -> RoomTalk | None:
     """The talkers as the microphone hears them (None: there are none). `caller_speech`: the
-    caller's lines at `rate` (int16), the level the talkers' `level_db` is against."""
+    caller's lines at `rate` (int16), the level the talkers' `level_db` is against (as the
+    first microphone hears both). With `responses` (a room where everyone has a place), each
+    talker reaches every microphone through their own paths, and `reverb_ms` is the room's."""
     if not talkers:
         return None
     caller = np.concatenate([np.frombuffer(pcm, dtype=np.int16) for pcm in caller_speech]
                             or [np.zeros(0, dtype=np.int16)]).astype(np.float64)
+    if responses is not None and len(caller):
+        caller = fft_convolve(caller, responses.caller[0])
     reference = active_level(caller, rate) or 3000.0  # no caller line: a typical voice
     tracks = []
     for index, talker in enumerate(talkers):
         speech = _track(talker, _voice(talker, index), tts, rate)
-        room = reverberant_response(rate, talker.reverb_ms, TALKER_DIRECT_TO_REVERB_DB,
-                                    seed=seed * 1000 + index + 1)
-        heard = _circular_convolve(speech, room)
-        level = active_level(heard, rate)
+        if responses is None:
+            room = reverberant_response(rate, talker.reverb_ms, TALKER_DIRECT_TO_REVERB_DB,
+                                        seed=seed * 1000 + index + 1)
+            heard = _circular_convolve(speech, room)
+            level = active_level(heard, rate)
+        else:
+            heard = np.stack([_circular_convolve(speech, path)
+                              for path in responses.talkers[index]], axis=1)
+            level = active_level(heard[:, 0], rate)
         gain = reference * 10 ** (talker.level_db / 20) / level if level else 0.0
         tracks.append((heard * gain, round(talker.start * rate)))
     return RoomTalk(tracks)

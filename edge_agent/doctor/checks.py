@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_agent.audio.array import MicArray, mic_array
 from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
 from edge_agent.config import END_MODEL_OFF, Config, ModelUse
@@ -83,7 +84,10 @@ def audio(context: Context, emit: Emit) -> None:
         guarded(emit, "audio devices", listing)
         guarded(emit, "audio output",
                 lambda: _output(pa, devices, config.audio.output_device, _voice_rate(config)))
-        guarded(emit, "audio input", lambda: _input(pa, devices, config.audio.input_device))
+        array = mic_array(config.audio.array, config.audio.mic_positions_mm,
+                          config.audio.mic_channels, config.audio.input_channels)
+        guarded(emit, "audio input",
+                lambda: _input(pa, devices, config.audio.input_device, array))
     finally:
         with native_stderr():
             pa.terminate()
@@ -189,12 +193,21 @@ def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int) -> C
                  f"{TONE_HZ:.0f} Hz tone (output latency {latency * 1000:.0f} ms)")
 
 
-def _input(pa: Any, devices: list[dict[str, Any]], wanted: str) -> CheckRecord:
+def _input(pa: Any, devices: list[dict[str, Any]], wanted: str,
+           array: MicArray | None) -> CheckRecord:
+    """A second recorded from the input device (with `array`, every channel it needs)."""
     import pyaudio
 
     index, label = _find(pa, devices, wanted, output=False)
+    channels = 1 if array is None else array.input_channels
+    offers = int(pa.get_device_info_by_index(index)["maxInputChannels"])
+    if offers < channels:
+        return check("audio input", "FAIL", f"{label} has {offers} input channel(s); the "
+                     f"microphone array ({array.name if array else ''}) needs {channels}",
+                     "name the array's sound card in [audio] input_device (`arecord -l` "
+                     "lists them), or correct input_channels / mic_channels")
     rate = PyAudioMicrophone.sample_rate
-    need = int(RECORD_S * rate) * 2
+    need = int(RECORD_S * rate) * 2 * channels
     chunks: list[bytes] = []
     got = [0]
     full = threading.Event()
@@ -207,20 +220,24 @@ def _input(pa: Any, devices: list[dict[str, Any]], wanted: str) -> CheckRecord:
         full.set()
         return None, pyaudio.paComplete
 
-    stream = open_stream(pa, index, "input", format=pyaudio.paInt16, channels=1, rate=rate, input=True,
-                   input_device_index=index, frames_per_buffer=PyAudioMicrophone.frame_samples,
-                   stream_callback=take)
+    stream = open_stream(pa, index, "input", format=pyaudio.paInt16, channels=channels,
+                         rate=rate, input=True, input_device_index=index,
+                         frames_per_buffer=PyAudioMicrophone.frame_samples,
+                         stream_callback=take)
     try:
         full.wait(RECORD_S + STALL_S)
     finally:
         _close(stream)  # no callback runs after this: `chunks` is ours alone
-    samples = np.frombuffer(b"".join(chunks)[:need], dtype=np.int16).astype(np.float64)
+    recorded = np.frombuffer(b"".join(chunks)[:need], dtype=np.int16).astype(np.float64)
+    recorded = recorded[:len(recorded) // channels * channels].reshape(-1, channels)
+    samples = (recorded[:, 0] if array is None
+               else recorded[:, list(array.channels)].reshape(-1))
     waited = f"{RECORD_S + STALL_S:.0f} s"
     if samples.size == 0:
         return check("audio input", "FAIL", f"{label}: opened, but no audio arrived in {waited}",
                      "check that the sound server is running and the device is not suspended "
                      "or held by another program; try `arecord -d 1 /tmp/test.wav`")
-    seconds = samples.size / rate
+    seconds = len(recorded) / rate
     if not samples.any():
         return check("audio input", "warn", f"{label}: recorded {seconds:.1f} s of digital "
                      "silence (every sample 0): the microphone is muted or not connected",
@@ -229,10 +246,35 @@ def _input(pa: Any, devices: list[dict[str, Any]], wanted: str) -> CheckRecord:
     rms = _dbfs(math.sqrt(float(np.mean(samples ** 2))))
     peak = _dbfs(float(np.max(np.abs(samples))))
     detail = f"{label}: recorded {seconds:.1f} s, level {rms:.1f} dBFS RMS (peak {peak:.1f} dBFS)"
-    if samples.size * 2 < need:
+    if recorded.size * 2 < need:
         return check("audio input", "warn", f"{detail}; only {seconds:.1f} of {RECORD_S} s "
                      f"arrived in {waited} (slower than real time)",
                      "the device or sound server is overloaded: check `top` and its logs")
+    if array is not None:
+        return _array_levels(array, recorded, detail)
+    return check("audio input", "ok", detail)
+
+
+DEAD_MIC_DB = 20.0
+"""A microphone of an array this far under the others' median level is dead or unplugged
+(the microphones of one board hear one room within a few dB)."""
+
+
+def _array_levels(array: MicArray, recorded: np.ndarray, detail: str) -> CheckRecord:
+    levels = [_dbfs(math.sqrt(float(np.mean(recorded[:, channel] ** 2))))
+              for channel in array.channels]
+    shown = ", ".join(f"{level:.1f}" for level in levels)
+    detail = f"{detail}; array {array.name}, {array.size} microphones at {shown} dBFS"
+    median = float(np.median(levels))
+    quiet = [(number, channel) for number, (channel, level)
+             in enumerate(zip(array.channels, levels, strict=True))
+             if level < median - DEAD_MIC_DB]
+    if quiet:
+        named = ", ".join(f"microphone {number + 1} (input channel {channel})"
+                          for number, channel in quiet)
+        return check("audio input", "warn", f"{detail}: {named} at least {DEAD_MIC_DB:.0f} dB "
+                     "under the others", "a microphone of the array is dead, unplugged or "
+                     "on another channel: check the board, and mic_channels")
     return check("audio input", "ok", detail)
 
 

@@ -56,9 +56,13 @@ class WriteFile:
     """A file an administrator owns once written (the config): never overwritten."""
     detail: str = ""
     """What matters in it, for the dry run."""
+    owner: Callable[[], tuple[int, int] | None] = lambda: (0, 0)
+    """uid, gid, looked up when needed (an earlier step may create the group); None: unknown."""
+    owner_name: str = "root"
 
     def describe(self) -> str:
-        return f"write {self.path} (mode {self.mode:04o}, root{'; ' * bool(self.detail)}{self.detail})"
+        return (f"write {self.path} (mode {self.mode:04o}, {self.owner_name}"
+                f"{'; ' * bool(self.detail)}{self.detail})")
 
     def kept(self) -> bool:
         """An existing file this step leaves as it is, whatever it holds."""
@@ -68,8 +72,11 @@ class WriteFile:
         if self.kept():
             return True
         try:
+            info = self.path.stat()
+            owner = self.owner()
+            owned = not _may_chown() or (owner is not None and (info.st_uid, info.st_gid) == owner)
             return (self.path.read_text(encoding="utf-8") == self.text
-                    and (self.path.stat().st_mode & 0o7777) == self.mode)
+                    and (info.st_mode & 0o7777) == self.mode and owned)
         except (OSError, UnicodeDecodeError):
             return False
 
@@ -82,7 +89,7 @@ class WriteFile:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 os.fchmod(out.fileno(), self.mode)
                 if _may_chown():
-                    os.fchown(out.fileno(), 0, 0)
+                    os.fchown(out.fileno(), *(self.owner() or (0, 0)))
                 out.write(self.text)
             os.replace(temp, self.path)
         except OSError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,9 @@ SCREEN_SOCKET = "edge-agent-screen.socket"
 USER = "edge-agent"
 STATE_DIR = "/var/lib/edge-agent"
 CONFIG_DIR = "/etc/edge-agent"
+CONFIG_MODE = 0o640
+"""The installed config, root's and readable by the service's group only: it may hold the
+screen's token and a database's password."""
 HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
 """What the unit's ProtectHome= hides; an installation under them is bound in read-only."""
 
@@ -115,12 +119,14 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
         chosen = parse_config(text, str(config_file))
         _refuse_relative_knowledge(chosen, config_file)
         settings: Config | None = chosen
-        config = WriteFile(installed, text, 0o644,
-                           detail=f'from {config_file}, with data_dir = "{STATE_DIR}"')
+        config = WriteFile(installed, text, CONFIG_MODE,
+                           detail=f'from {config_file}, with data_dir = "{STATE_DIR}"',
+                           owner=lambda: _config_owner(layout), owner_name=f"root:{USER}")
     else:
         settings = load_config(installed) if installed.is_file() else None
-        config = WriteFile(installed, service_config(template("config/edge-agent.toml")), 0o644,
-                           keep_existing=True, detail=f'data_dir = "{STATE_DIR}"')
+        config = WriteFile(installed, service_config(template("config/edge-agent.toml")),
+                           CONFIG_MODE, keep_existing=True, detail=f'data_dir = "{STATE_DIR}"',
+                           owner=lambda: _config_owner(layout), owner_name=f"root:{USER}")
     allow = (network_allowance(lan_hosts(settings), resolve, layout.host("/etc/resolv.conf"))
              if settings is not None else [])
     # The venue's knowledge files are read where the config names them, a home directory too.
@@ -171,8 +177,27 @@ def install_plan(layout: Layout, runner: Runner, executable: Sequence[str] | Non
         steps += display.start
     notes = [f"edge-agent runs as user {USER} with data in {STATE_DIR}; "
              "`journalctl -u edge-agent -f` shows it, `systemctl status edge-agent` its state.",
-             *display.notes]
+             *display.notes, *_open_config_note(config)]
     return Plan(steps, notes)
+
+
+def _config_owner(layout: Layout) -> tuple[int, int] | None:
+    ids = layout.user_ids(USER)
+    return None if ids is None else (0, ids[1])
+
+
+def _open_config_note(config: WriteFile) -> list[str]:
+    """A kept config that every user may read: it is the administrator's, left as it is, but
+    it may hold secrets (the screen's token, a database's password)."""
+    try:
+        readable_by_all = config.kept() and config.path.stat().st_mode & stat.S_IROTH
+    except OSError:
+        return []
+    if not readable_by_all:
+        return []
+    return [f"{config.path} is readable by every user and may hold secrets ([screen] token, "
+            f"[sync] url): `chgrp {USER} {config.path} && chmod 640 {config.path}` keeps it "
+            "to root and the service."]
 
 
 def _screen_steps(layout: Layout, runner: Runner, settings: Config | None) -> list[Step]:

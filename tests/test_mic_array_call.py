@@ -1,0 +1,74 @@
+"""A call heard by a microphone array in a café where everyone has a place: two people
+chatting 10 dB below the caller at other angles, the caller half a metre in front of a
+ReSpeaker 4-mic board, the agent's loudspeaker in the kiosk. Through the beamformer, the talker
+gate and the echo canceller, on the real engines: each of the caller's lines is its own turn,
+heard nearly word for word, with none of the bystanders' sentences in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edge_agent.bench.wer import normalize, word_errors
+from edge_agent.config.file import parse_config
+from edge_agent.demo.callfile import parse_call
+
+pytestmark = [pytest.mark.models, pytest.mark.realtime]
+
+SAID = ("What time do you open tomorrow?", "Is there parking near the restaurant?",
+        "Can I bring my dog?")
+BYSTANDERS = ("The weather was lovely all week and we walked by the river every morning.",
+              "She said the train would be late again, so we took the bus instead.")
+CALL = f"""
+[agent]
+greeting = ""
+echo_gain = 0.3
+replies = ["Sure.", "Yes.", "Of course.", "Okay."]
+
+[room]
+size_m = [8, 6, 3]
+reverb_ms = 400
+delay_ms = 40
+clip = 0.5
+seed = 1
+
+[[talker]]
+say = ["{BYSTANDERS[0]}"]
+level_db = -10
+
+[[talker]]
+say = ["{BYSTANDERS[1]}"]
+level_db = -10
+start = 0.7
+
+[[caller]]
+say = "{SAID[0]}"
+at = 1.0
+[[caller]]
+say = "{SAID[1]}"
+after_agent_done = true
+[[caller]]
+say = "{SAID[2]}"
+after_agent_done = true
+"""
+
+
+async def test_the_array_hears_the_caller_and_not_the_people_nearby(tmp_path: Path) -> None:
+    from edge_agent.runner import run_demo
+
+    config = parse_config(f'data_dir = "{tmp_path}"\n[audio]\narray = "respeaker-4mic-hat"\n'
+                          'talker_gate = "level"\nlook_elevation_deg = 31\n', "edge-agent.toml")
+    printed: list[str] = []
+    record = await run_demo(config, parse_call(CALL, "call.toml"), printer=printed.append,
+                            max_seconds=200)
+    shown = "\n".join(printed)
+    users = [t["text"] for t in record["turns"] if t["role"] == "user"]
+    assert len(users) == len(SAID), shown
+    errors = sum(word_errors(line, heard)[0] for line, heard in zip(SAID, users, strict=True))
+    assert errors <= 3, shown
+    # Their sentences never became the caller's: no two of their words in one turn.
+    theirs = {w for sentence in BYSTANDERS for w in normalize(sentence)} - {
+        w for line in SAID for w in normalize(line)}
+    for heard in users:
+        assert len(theirs & set(normalize(heard))) < 2, shown
