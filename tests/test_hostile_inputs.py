@@ -69,15 +69,22 @@ def invalid_cases() -> list[tuple[str, str, str]]:
     values each key's rules refuse."""
     cases = [(key, _wrong_type(kind), "must be") for key, kind in leaf_keys().items()]
     for key, bounds in _BOUNDS.items():
-        step = 1 if leaf_keys()[key] is int else 0.5
-        cases.append((key, repr(bounds.low - step), "must be between"))
-        cases.append((key, repr(bounds.high + step), "must be between"))
+        kind, depth = leaf_keys()[key], 0
+        while typing.get_origin(kind) is list:  # a list's items have the bounds
+            (kind,), depth = typing.get_args(kind), depth + 1
+
+        def literal(value: object, depth: int = depth) -> str:
+            return "[" * depth + str(value) + "]" * depth
+
+        step = 1 if kind is int else 0.5
+        cases.append((key, literal(repr(bounds.low - step)), "must be between"))
+        cases.append((key, literal(repr(bounds.high + step)), "must be between"))
         if bounds.open_low:
-            cases.append((key, repr(bounds.low), bounds.why or "must be between"))
+            cases.append((key, literal(repr(bounds.low)), bounds.why or "must be between"))
         if bounds.open_high:
-            cases.append((key, repr(bounds.high), bounds.why or "must be between"))
-        if leaf_keys()[key] is float:
-            cases += [(key, "nan", "finite"), (key, "inf", "must be")]
+            cases.append((key, literal(repr(bounds.high)), bounds.why or "must be between"))
+        if kind is float:
+            cases += [(key, literal("nan"), "finite"), (key, literal("inf"), "must be")]
     for key in _CHOICES:
         cases.append((key, '"nonsense"', "must be one of"))
     for key, rule in _TEXT.items():

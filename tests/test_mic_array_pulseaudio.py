@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.audio, pytest.mark.realtime]
 TONES_HZ = (300.0, 500.0, 800.0, 1300.0)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def pulse() -> Iterator[pulse_rig.PulseServer]:
     try:
         with pulse_rig.pulse_server(array_channels=4) as server, \
