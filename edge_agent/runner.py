@@ -24,7 +24,6 @@ from edge_agent.app import (
     build_summarizer,
     close_memory,
     conversation_parts,
-    listening_array,
     microphone_processing,
     open_knowledge,
     open_memory,
@@ -130,11 +129,9 @@ def _room_responses(call: CallScript, array: MicArray | None, rate: int
     """What each microphone hears in the call's room, where it gives everyone a place."""
     layout = call.room.layout
     if layout is None:
-        _check_heard_by(call, array)
         return None
-    microphones = (np.zeros((1, 3)) if array is None
-                   else array.positions_m - array.positions_m.mean(axis=0))
-    talkers_at = [t.at_m or layout.talker_at(i, None) for i, t in enumerate(call.talkers)]
+    microphones = np.zeros((1, 3)) if array is None else array.centred_m
+    talkers_at = [layout.talker_at(i, t.at_m) for i, t in enumerate(call.talkers)]
     try:
         return render(layout, call.room.reverb_ms, microphones, talkers_at, rate)
     except ValueError as exc:
@@ -152,7 +149,8 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     database that lives for this call only (so scripted calls are reproducible)."""
     clock = clock or MonotonicClock()
     check_reachable(call, max_seconds)
-    _check_heard_by(call, listening_array(config))
+    array = config.audio.mic_array()
+    _check_heard_by(call, array)
     tools = call_tools(call, config.tools.enabled, config.source)
     if tools is not None:
         config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
@@ -172,7 +170,6 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         speaker = VirtualSpeaker(clock, engines.tts.sample_rate)
         rate = engines.vad.sample_rate  # the microphone delivers what the VAD takes
         lines = await asyncio.to_thread(_caller_audio, engines.tts, call, rate)
-        array = listening_array(config)
         responses = await asyncio.to_thread(_room_responses, call, array, rate)
         others = await asyncio.to_thread(room_talk, call.talkers, engines.tts,
                                          [pcm for _, pcm in lines], rate, call.room.seed,
@@ -377,7 +374,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         reporter.device(device, state)
 
     try:
-        array = listening_array(config)
+        array = config.audio.mic_array()
         device_mic = ResilientMicrophone(host, config.audio.input_device, clock, on_state,
                                          channels=1 if array is None else array.input_channels)
         find_device(host.pa, config.audio.output_device, output=True)  # before models load

@@ -61,8 +61,7 @@ def test_a_wave_from_in_front_reaches_the_front_microphone_first() -> None:
 def test_a_custom_board_takes_its_positions_and_channels() -> None:
     config = parse_config('[audio]\nmic_positions_mm = [[-30, 0], [30, 0, 5]]\n'
                           'mic_channels = [2, 0]\n', "edge-agent.toml")
-    array = mic_array(config.audio.array, config.audio.mic_positions_mm,
-                      config.audio.mic_channels, config.audio.input_channels)
+    array = config.audio.mic_array()
     assert array is not None and array.name == "custom"
     assert array.channels == (2, 0) and array.input_channels == 3
     assert np.allclose(array.positions_m, [[-0.03, 0.0, 0.0], [0.03, 0.0, 0.005]])

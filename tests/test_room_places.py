@@ -30,18 +30,13 @@ def _hat() -> MicArray:
     return array
 
 
-def _centred(array: MicArray) -> np.ndarray:
-    centred: np.ndarray = array.positions_m - array.positions_m.mean(axis=0)
-    return centred
-
-
 def test_each_voice_reaches_each_microphone_when_the_geometry_says() -> None:
     hat = _hat()
     talker = (1.8, 2.2, 0.4)
-    responses = render(LAYOUT, 150.0, _centred(hat), [talker], RATE)
+    responses = render(LAYOUT, 150.0, hat.centred_m, [talker], RATE)
     for response, source in ((responses.caller, LAYOUT.caller_at_m), (responses.talkers[0],
                                                                        talker)):
-        distances = np.linalg.norm(_centred(hat) - np.array(source), axis=1)
+        distances = np.linalg.norm(hat.centred_m - np.array(source), axis=1)
         arrivals = np.argmax(np.abs(response), axis=1)
         expected = (distances - distances[0]) / SPEED_OF_SOUND * RATE
         assert np.allclose(arrivals - arrivals[0], expected, atol=1.0)
@@ -55,10 +50,10 @@ def test_each_voice_reaches_each_microphone_when_the_geometry_says() -> None:
 
 def test_the_same_room_renders_the_same_and_a_livelier_one_rings_longer() -> None:
     hat = _hat()
-    first = render(LAYOUT, 150.0, _centred(hat), [], RATE)
-    again = render(LAYOUT, 150.0, _centred(hat), [], RATE)
+    first = render(LAYOUT, 150.0, hat.centred_m, [], RATE)
+    again = render(LAYOUT, 150.0, hat.centred_m, [], RATE)
     assert np.array_equal(first.caller, again.caller)
-    lively = render(LAYOUT, 450.0, _centred(hat), [], RATE)
+    lively = render(LAYOUT, 450.0, hat.centred_m, [], RATE)
     late = round(0.05 * RATE)
 
     def late_energy(response: np.ndarray) -> float:
@@ -103,7 +98,7 @@ async def _heard(mic: VirtualMicrophone, clock: VirtualClock, line: np.ndarray,
 def test_the_simulated_array_hears_a_line_on_the_channels_the_board_wires() -> None:
     usb = mic_array("respeaker-usb-4mic", [], [], 0)
     assert usb is not None
-    responses = render(LAYOUT, 150.0, _centred(usb), [], RATE)
+    responses = render(LAYOUT, 150.0, usb.centred_m, [], RATE)
     clock = VirtualClock()
     mic = VirtualMicrophone(clock, RATE, room=Room(), responses=responses,
                             wiring=(usb.channels, usb.input_channels))

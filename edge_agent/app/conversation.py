@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_agent.audio.array import MicArray, mic_array
+from edge_agent.audio.array import MicArray
 from edge_agent.audio.beamformer import (
     ArrayMicrophone,
     BeamformedMicrophone,
@@ -125,13 +125,6 @@ def microphone_processing(config: Config, mic_rate: int,
     if not (cancel or suppress):
         return None
     return WebRtcProcessing(mic_rate, echo_cancellation=cancel, noise_suppression=suppress)
-
-
-def listening_array(config: Config) -> MicArray | None:
-    """The microphone array `[audio]` names (None: one microphone); the config was checked."""
-    audio = config.audio
-    return mic_array(audio.array, audio.mic_positions_mm, audio.mic_channels,
-                     audio.input_channels)
 
 
 def steered(config: Config, array: MicArray, mic: ArrayMicrophone) -> Microphone:

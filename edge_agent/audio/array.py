@@ -34,6 +34,15 @@ MIN_SPACING_MM = 1.0
 """Two microphones closer than this are one position written twice."""
 
 
+class ArrayError(ValueError):
+    """An `[audio]` array that cannot be listened with; `key` names the key at fault."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class ArrayPreset:
     positions_mm: tuple[tuple[float, float, float], ...]
@@ -85,12 +94,17 @@ class MicArray:
         differences = self.positions_m[:, None, :] - self.positions_m[None, :, :]
         return float(np.max(np.linalg.norm(differences, axis=-1)))
 
+    @property
+    def centred_m(self) -> np.ndarray:
+        """The positions against the board's centre (the mean of the microphones')."""
+        centred: np.ndarray = self.positions_m - self.positions_m.mean(axis=0)
+        return centred
+
     def delays_s(self, azimuth_deg: float, elevation_deg: float) -> np.ndarray:
         """When a plane wave from that direction reaches each microphone, against the board's
         centre (seconds; negative: earlier)."""
         toward = direction(azimuth_deg, elevation_deg)
-        centred = self.positions_m - self.positions_m.mean(axis=0)
-        delays: np.ndarray = -(centred @ toward) / SPEED_OF_SOUND
+        delays: np.ndarray = -(self.centred_m @ toward) / SPEED_OF_SOUND
         return delays
 
 
@@ -117,13 +131,13 @@ def direction(azimuth_deg: float, elevation_deg: float) -> np.ndarray:
 
 def mic_array(preset: str, positions_mm: list[list[float]], channels: list[int],
               input_channels: int) -> MicArray | None:
-    """The array `[audio]` describes (None: one microphone). ValueError, naming the key, for a
+    """The array `[audio]` describes (None: one microphone). ArrayError, naming the key, for a
     geometry that cannot be listened with."""
     if preset and positions_mm:
-        raise ValueError("array: give a preset or mic_positions_mm, not both")
+        raise ArrayError("array", "give a preset or mic_positions_mm, not both")
     if preset:
         if preset not in PRESETS:
-            raise ValueError(f"array: {preset!r} is not a preset (the presets: "
+            raise ArrayError("array", f"{preset!r} is not a preset (the presets: "
                              f"{', '.join(PRESETS)}; another board: mic_positions_mm)")
         chosen = PRESETS[preset]
         rows = [list(p) for p in chosen.positions_mm]
@@ -135,39 +149,42 @@ def mic_array(preset: str, positions_mm: list[list[float]], channels: list[int],
         input_channels = input_channels or max(channels) + 1
     else:
         if channels:
-            raise ValueError("mic_channels: only for an array (set array or mic_positions_mm)")
+            raise ArrayError("mic_channels",
+                             "only for an array (set array or mic_positions_mm)")
         return None
     _check_channels(len(rows), channels, input_channels)
     positions = np.array(rows, dtype=np.float64) / 1000.0
     array = MicArray(positions, tuple(channels), input_channels, preset or "custom")
     if array.aperture_m * 1000 > MAX_APERTURE_MM:
-        raise ValueError(f"mic_positions_mm: the microphones span {array.aperture_m * 1000:.0f} "
-                         f"mm; at most {MAX_APERTURE_MM:g} mm (one board's array) is taken")
+        raise ArrayError("mic_positions_mm",
+                         f"the microphones span {array.aperture_m * 1000:.0f} mm; at most "
+                         f"{MAX_APERTURE_MM:g} mm (one board's array) is taken")
     for i in range(array.size):
         for j in range(i):
             if np.linalg.norm(positions[i] - positions[j]) * 1000 < MIN_SPACING_MM:
-                raise ValueError(f"mic_positions_mm: microphones {j} and {i} are at the same "
-                                 "place; each needs its own position")
+                raise ArrayError("mic_positions_mm", f"microphones {j} and {i} are at the "
+                                 "same place; each needs its own position")
     return array
 
 
 def _position(index: int, row: list[float]) -> list[float]:
     if len(row) not in (2, 3):
-        raise ValueError(f"mic_positions_mm[{index}]: give [x, y] or [x, y, z] in mm, "
-                         f"got {len(row)} numbers")
+        raise ArrayError(f"mic_positions_mm[{index}]",
+                         f"give [x, y] or [x, y, z] in mm, got {len(row)} numbers")
     return [*row, 0.0] if len(row) == 2 else list(row)
 
 
 def _check_channels(microphones: int, channels: list[int], input_channels: int) -> None:
     if microphones < 2:
-        raise ValueError("mic_positions_mm: an array needs at least 2 microphones (one "
+        raise ArrayError("mic_positions_mm", "an array needs at least 2 microphones (one "
                          "microphone: leave array and mic_positions_mm empty)")
     if len(channels) != microphones:
-        raise ValueError(f"mic_channels: {len(channels)} channels for {microphones} "
+        raise ArrayError("mic_channels", f"{len(channels)} channels for {microphones} "
                          "microphones; give one input channel per microphone")
     if len(set(channels)) != len(channels):
-        raise ValueError("mic_channels: a channel is named twice; each microphone has its own")
+        raise ArrayError("mic_channels",
+                         "a channel is named twice; each microphone has its own")
     if max(channels) >= input_channels:
-        raise ValueError(f"input_channels: {input_channels} channels, but mic_channels names "
-                         f"channel {max(channels)} (counted from 0); open at least "
-                         f"{max(channels) + 1}")
+        raise ArrayError("input_channels",
+                         f"{input_channels} channels, but mic_channels names channel "
+                         f"{max(channels)} (counted from 0); open at least {max(channels) + 1}")

@@ -30,7 +30,8 @@ from typing import Protocol
 
 import numpy as np
 
-from edge_agent.audio.array import SPEED_OF_SOUND, MicArray, direction
+from edge_agent.audio.array import SPEED_OF_SOUND, MicArray
+from edge_agent.audio.pcm import to_pcm
 
 BEAMFORMERS = ("superdirective", "delay-and-sum")
 DEFAULT_BEAMFORMER = "superdirective"
@@ -92,9 +93,7 @@ def response_db(array: MicArray, filters: np.ndarray, rate: int, frequency: floa
                 azimuth_deg: float, elevation_deg: float = 0.0) -> float:
     """The beamformer's gain, dB, for a plane wave of `frequency` from that direction (0 dB
     toward the look direction)."""
-    toward = direction(azimuth_deg, elevation_deg)
-    centred = array.positions_m - array.positions_m.mean(axis=0)
-    arrival = -(centred @ toward) / SPEED_OF_SOUND
+    arrival = array.delays_s(azimuth_deg, elevation_deg)
     taps = filters.shape[1]
     phases = np.exp(-2j * math.pi * frequency * np.arange(taps) / rate)
     per_mic = filters @ phases  # each filter's response at `frequency`
@@ -137,10 +136,6 @@ class Beamformer:
         self._tail = full[length:].copy()
         out: np.ndarray = full[:length]
         return out
-
-
-def to_pcm(samples: np.ndarray) -> bytes:
-    return np.clip(np.round(samples), -32768, 32767).astype(np.int16).tobytes()
 
 
 class BeamformedMicrophone:

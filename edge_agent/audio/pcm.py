@@ -23,7 +23,7 @@ def resample(pcm: bytes, from_rate: int, to_rate: int) -> bytes:
     resized = np.zeros(target_len // 2 + 1, dtype=complex)
     resized[:keep] = spectrum[:keep]
     out = np.fft.irfft(resized, n=target_len) * (target_len / len(samples))
-    return bytes(np.clip(np.round(out), -32768, 32767).astype(np.int16).tobytes())
+    return to_pcm(out)
 
 
 class StreamResampler:
@@ -77,7 +77,7 @@ class StreamResampler:
     def push(self, pcm: bytes) -> bytes:
         """The int16 output that `pcm` (int16, the stream's next samples) completes."""
         out = self.push_samples(np.frombuffer(pcm, dtype=np.int16).astype(np.float64))
-        return bytes(np.clip(np.round(out), -32768, 32767).astype(np.int16).tobytes())
+        return to_pcm(out)
 
     def push_samples(self, samples: np.ndarray) -> np.ndarray:
         """`push` on float samples (int16 scale), without rounding."""
@@ -125,6 +125,11 @@ def lag_samples(signal: np.ndarray, delayed: np.ndarray, longest: int) -> int:
     return int(np.argmax(correlation[:longest + 1]))
 
 
+def to_pcm(samples: np.ndarray) -> bytes:
+    """Float samples (int16 scale) as int16 PCM: rounded, clipped to full scale."""
+    return np.clip(np.round(samples), -32768, 32767).astype(np.int16).tobytes()
+
+
 def silence(samples: int) -> bytes:
     return bytes(2 * samples)
 
@@ -136,13 +141,12 @@ def read_wav(path: Path) -> tuple[bytes, int]:
         return wav.readframes(wav.getnframes()), wav.getframerate()
 
 
-def write_wav(path: Path, pcm: bytes, rate: int, channels: int = 1) -> None:
-    """`pcm` (int16, `channels` interleaved) as a WAV file at `path`: created private (it
-    holds a voice), never written through a symlink or into a device (`files.open_private`:
-    UnsafePathError)."""
+def write_wav(path: Path, pcm: bytes, rate: int) -> None:
+    """`pcm` as a WAV file at `path`: created private (it holds a voice), never written
+    through a symlink or into a device (`files.open_private`: UnsafePathError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with os.fdopen(open_private(path), "wb") as file, wave.open(file, "wb") as wav:
-        wav.setnchannels(channels)
+        wav.setnchannels(1)
         wav.setsampwidth(2)
         wav.setframerate(rate)
         wav.writeframes(pcm)

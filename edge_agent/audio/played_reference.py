@@ -28,7 +28,7 @@ from collections import deque
 import numpy as np
 
 from edge_agent.audio.device import Speaker
-from edge_agent.audio.pcm import StreamResampler
+from edge_agent.audio.pcm import StreamResampler, to_pcm
 from edge_agent.clock import Clock
 
 MAX_LATE_S = 0.5
@@ -202,4 +202,4 @@ class PlayedReference:
         # Nothing before this frame is asked for again.
         drop = min(max(0, end - self._stream_at), len(self._stream))
         self._stream, self._stream_at = self._stream[drop:], self._stream_at + drop
-        return np.clip(np.round(out), -32768, 32767).astype(np.int16).tobytes()
+        return to_pcm(out)

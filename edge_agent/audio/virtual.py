@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 import numpy as np
 
 from edge_agent.audio.device import MIC_FRAME, MIC_RATE
-from edge_agent.audio.pcm import StreamResampler, fft_convolve
+from edge_agent.audio.pcm import StreamResampler, fft_convolve, to_pcm
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.audio.room import Room, RoomEcho, RoomNoise, RoomTalk
 from edge_agent.audio.room_acoustics import RoomResponses
@@ -144,10 +144,12 @@ class VirtualMicrophone:
         self.sample_rate = sample_rate
         self.frame_samples = frame_samples
         microphones = 1 if responses is None else len(responses.caller)
-        self._wired = list(range(microphones)) if wiring is None else list(wiring[0])
+        wired = list(range(microphones)) if wiring is None else list(wiring[0])
         self.channels = microphones if wiring is None else wiring[1]
-        if len(self._wired) != microphones:
-            raise ValueError(f"{microphones} microphones wired to {len(self._wired)} channels")
+        if len(wired) != microphones:
+            raise ValueError(f"{microphones} microphones wired to {len(wired)} channels")
+        # None: each microphone is its own channel, in order (nothing to rearrange per frame)
+        self._wired = None if wired == list(range(self.channels)) else wired
         self._clock = clock
         self._said_through = None if responses is None else responses.caller
         self._queued = np.zeros((0, microphones))
@@ -208,11 +210,11 @@ class VirtualMicrophone:
             if self._talk is not None:
                 talk = self._talk.take(size)
                 frame += talk if talk.ndim == 2 else talk[:, None]
-            if self._wired != list(range(self.channels)):
+            if self._wired is not None:
                 wired = np.zeros((size, self.channels))
                 wired[:, self._wired] = frame
                 frame = wired
-            yield np.clip(np.round(frame), -32768, 32767).astype(np.int16).tobytes()
+            yield to_pcm(frame)
 
 
 class SpeakerEcho:

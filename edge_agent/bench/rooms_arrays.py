@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.audio.array import MicArray, mic_array
+from edge_agent.audio.array import MicArray
 from edge_agent.audio.beamformer import Beamformer, design_filters
 from edge_agent.audio.device import MIC_RATE
+from edge_agent.audio.pcm import to_pcm
 from edge_agent.audio.room import Room
 from edge_agent.audio.room_acoustics import RoomLayout
 from edge_agent.bench.clipset import BABBLE_LINES
@@ -79,8 +80,9 @@ class ArraySetup:
             look_elevation_deg=round(math.degrees(math.atan2(up, math.hypot(side, ahead))), 1))
         return dataclasses.replace(config, audio=audio)
 
-    def mic_array(self) -> MicArray | None:
-        return mic_array(self.array, [list(p) for p in self.positions_mm], [], 0)
+    @property
+    def is_array(self) -> bool:
+        return bool(self.array or self.positions_mm)
 
 
 SETUPS = (
@@ -131,12 +133,12 @@ def measure_arrays(config: Config, quick: bool, lines: int, interruptions: int, 
     rng = random.Random(seed)
     # One microphone's interruptions are the rest of `bench rooms`' (a quick run: the 4-mic's).
     over = [_interruptions(setup, config, interruptions, rng, say, calls)
-            for setup in setups if not quick or setup.mic_array() is not None]
+            for setup in setups if not quick or setup.is_array]
     return {"room": {"size_m": list(CAFE.layout.size_m) if CAFE.layout else [],
                      "reverb_ms": CAFE.reverb_ms, "talker_gate": GATE},
             "listening": listening, "interruptions": over,
             "beamformers": [beamformer_cost(setup, config) for setup in setups
-                            if setup.mic_array() is not None]}
+                            if setup.is_array]}
 
 
 def _interruptions(setup: ArraySetup, config: Config, count: int, rng: random.Random,
@@ -161,9 +163,9 @@ def _interruptions(setup: ArraySetup, config: Config, count: int, rng: random.Ra
 def beamformer_cost(setup: ArraySetup, config: Config) -> dict[str, Any]:
     """The setup's beamformer on `CPU_AUDIO_S` of array noise in the loop's frames: CPU per
     second of audio, and the lag of its output behind a wave from the look direction."""
-    array = setup.mic_array()
-    assert array is not None
     audio = setup.config(config).audio
+    array = audio.mic_array()
+    assert array is not None
     filters = design_filters(array, MIC_RATE, audio.look_azimuth_deg, audio.look_elevation_deg,
                              audio.beamformer)
     rng = np.random.default_rng(7)
@@ -191,8 +193,7 @@ def _lag(array: MicArray, filters: np.ndarray, look: tuple[float, float]) -> int
     size = 2 * len(centre)
     mics = np.zeros((len(centre), array.input_channels))
     mics[:, list(array.channels)] = array.plane_wave(centre, *look, MIC_RATE)
-    out = np.frombuffer(Beamformer(array, filters).process(
-        np.clip(np.round(mics), -32768, 32767).astype(np.int16).tobytes()),
+    out = np.frombuffer(Beamformer(array, filters).process(to_pcm(mics)),
         dtype=np.int16).astype(np.float64)
     correlation = np.fft.irfft(np.fft.rfft(out, size) * np.conj(np.fft.rfft(centre, size)),
                                size)

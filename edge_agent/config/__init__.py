@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edge_agent.audio.array import MicArray, mic_array
 from edge_agent.errors import ConfigError
 
 NOISE_SUPPRESSION_AUTO = False
@@ -73,6 +74,12 @@ class AudioConfig:
     look_elevation_deg: float = 0.0
     """How far above the board's plane the caller's mouth is, degrees (a board lying flat
     under a face half a metre away and 30 cm up: ~30)."""
+
+    def mic_array(self) -> MicArray | None:
+        """The microphone array these keys describe (None: one microphone); ArrayError, naming
+        the key, where it cannot be listened with (a loaded config was checked already)."""
+        return mic_array(self.array, self.mic_positions_mm, self.mic_channels,
+                         self.input_channels)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from edge_agent.audio.array import MAX_APERTURE_MM, mic_array
+from edge_agent.audio.array import MAX_APERTURE_MM, ArrayError
 from edge_agent.audio.beamformer import BEAMFORMERS
 from edge_agent.config import (
     SCREEN_TOKEN_MIN,
@@ -262,11 +262,9 @@ def _check_knowledge(config: Config, source: str) -> None:
 def _check_array(config: Config, source: str) -> None:
     audio = config.audio
     try:
-        array = mic_array(audio.array, audio.mic_positions_mm, audio.mic_channels,
-                          audio.input_channels)
-    except ValueError as exc:
-        key, _, reason = str(exc).partition(": ")
-        raise ConfigError(source, f"audio.{key}", reason) from None
+        array = audio.mic_array()
+    except ArrayError as exc:
+        raise ConfigError(source, f"audio.{exc.key}", exc.reason) from None
     if array is None and audio.input_channels > 1:
         raise ConfigError(source, "audio.input_channels",
                           f"{audio.input_channels} channels but no array: name the array "

@@ -209,13 +209,14 @@ def _placed(room: Room, talkers: tuple[Talker, ...], source: str
         return room, talkers
     placed = tuple(dataclasses.replace(t, at_m=layout.talker_at(i, t.at_m))
                    for i, t in enumerate(talkers))
-    spots = [("room.caller_at_m", "the caller", layout.caller_at_m),
+    spots = [("room.array_at_m", "the kiosk's microphones", (0.0, 0.0, 0.0)),
+             ("room.caller_at_m", "the caller", layout.caller_at_m),
              ("room.speaker_at_m", "the loudspeaker", layout.speaker_at_m),
-             *((f"talker[{i + 1}].at_m", f"talker {i + 1}", t.at_m)
-               for i, t in enumerate(placed))]
+             *((f"talker[{i + 1}].at_m", f"talker {i + 1}", layout.talker_at(i, t.at_m))
+               for i, t in enumerate(talkers))]
     for key, what, position in spots:
         try:
-            layout.check(position or (0.0, 0.0, 0.0), what)
+            layout.check(position, what)
         except ValueError as exc:
             raise ConfigError(source, key, f"{exc}; positions are metres from the kiosk's "
                               "microphones (to the side, in front, up); the array's place "
@@ -294,16 +295,9 @@ def _layout(places: dict[str, tuple[float, float, float]], source: str) -> RoomL
         if not low <= value <= high:
             raise ConfigError(source, "room.size_m", f"{['length', 'depth', 'height'][axis]} "
                               f"{value:g} m is outside {low:g}..{high:g} m")
-    layout = RoomLayout(size_m=size, array_at_m=places.get("array_at_m"),
-                        **{key: places[key] for key in ("caller_at_m", "speaker_at_m")
-                           if key in places})
-    centre = tuple(float(v) for v in layout.array_centre)
-    inside = RoomLayout(size_m=size, array_at_m=(0.0, 0.0, 0.0))
-    try:
-        inside.check((centre[0], centre[1], centre[2]), "the kiosk's microphones")
-    except ValueError as exc:
-        raise ConfigError(source, "room.array_at_m", str(exc)) from None
-    return layout
+    return RoomLayout(size_m=size, array_at_m=places.get("array_at_m"),
+                      **{key: places[key] for key in ("caller_at_m", "speaker_at_m")
+                         if key in places})
 
 
 def _position(value: Any, source: str, key: str) -> tuple[float, float, float]:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.audio.array import MicArray, mic_array
+from edge_agent.audio.array import MicArray
 from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
 from edge_agent.config import END_MODEL_OFF, Config, ModelUse
@@ -84,10 +84,8 @@ def audio(context: Context, emit: Emit) -> None:
         guarded(emit, "audio devices", listing)
         guarded(emit, "audio output",
                 lambda: _output(pa, devices, config.audio.output_device, _voice_rate(config)))
-        array = mic_array(config.audio.array, config.audio.mic_positions_mm,
-                          config.audio.mic_channels, config.audio.input_channels)
-        guarded(emit, "audio input",
-                lambda: _input(pa, devices, config.audio.input_device, array))
+        guarded(emit, "audio input", lambda: _input(pa, devices, config.audio.input_device,
+                                                   config.audio.mic_array()))
     finally:
         with native_stderr():
             pa.terminate()
@@ -201,9 +199,9 @@ def _input(pa: Any, devices: list[dict[str, Any]], wanted: str,
     index, label = _find(pa, devices, wanted, output=False)
     channels = 1 if array is None else array.input_channels
     offers = int(pa.get_device_info_by_index(index)["maxInputChannels"])
-    if offers < channels:
+    if array is not None and offers < channels:
         return check("audio input", "FAIL", f"{label} has {offers} input channel(s); the "
-                     f"microphone array ({array.name if array else ''}) needs {channels}",
+                     f"microphone array ({array.name}) needs {channels}",
                      "name the array's sound card in [audio] input_device (`arecord -l` "
                      "lists them), or correct input_channels / mic_channels")
     rate = PyAudioMicrophone.sample_rate
