@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[1]
+"""This checkout: the directory a child process needs on its path to import `tests`."""
 COMMAND = (sys.executable, "-m", "edge_agent")
 """`edge-agent`, from this checkout's package."""
 

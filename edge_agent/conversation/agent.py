@@ -1,17 +1,17 @@
 """The loop: microphone -> VAD -> STT -> turns; replies are spoken by the Responder.
 
 One asyncio task listens. User speech while the agent is silent becomes a user turn once the
-silence after it is long enough for its words (`conversation.endpoint`); the answer is prepared
-while that silence runs (`conversation.prepared`). User speech over the agent is an overlap,
-judged by `conversation.turn_taking`: pause at its onset, barge in, or resume after a
-backchannel, a cough or the agent's own echo.
+silence after it is long enough for its words (`conversation.recognition`, with the rules of
+`conversation.endpoint`); the answer is prepared while that silence runs
+(`conversation.prepared`). User speech over the agent is an overlap, judged by
+`conversation.turn_taking` and carried out by `conversation.interruptions`: pause at its onset,
+barge in, or resume after a backchannel, a cough or the agent's own echo.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 from collections import deque
 from collections.abc import Callable
 
@@ -21,31 +21,25 @@ from edge_agent.audio.talker_gate import TalkerGate
 from edge_agent.audio.unit_audio import CallerAudioSink, UnitAudioSink
 from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
 from edge_agent.conversation.echo import EchoFilter
-from edge_agent.conversation.endpoint import silence_needed
-from edge_agent.conversation.overlap import OverlapAudio
+from edge_agent.conversation.interruptions import Interruptions
 from edge_agent.conversation.playback import NowPlaying
 from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.push_to_talk import TalkButton
+from edge_agent.conversation.recognition import Recognition
 from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
 from edge_agent.conversation.tools import Toolbox
-from edge_agent.conversation.turn_taking import Judgement, Onset, Outcome, TurnTaking
+from edge_agent.conversation.turn_taking import TurnTaking
 from edge_agent.conversation.utterance import Utterance
 from edge_agent.conversation.wake import after_wake_phrase
 from edge_agent.engines.base import Transcript
 from edge_agent.events import (
-    Backchannel,
-    BargeIn,
-    EchoIgnored,
     EventLog,
     Notice,
-    PlaybackPaused,
-    PlaybackResumed,
     SessionEnded,
     SessionStarted,
-    SpeculationCancelled,
     TurnDropped,
     TurnStage,
     UserSpeechEnded,
@@ -97,13 +91,22 @@ class Conversation:
                        if engines.turn_end is not None else None)
         self._caller_audio = caller_audio
         self._gate = gate
-        self._turn_taking = TurnTaking(settings.turns, classifier or LexiconClassifier(),
-                                       echo or EchoFilter())
         self._responder = Responder(speaker=speaker, engines=engines, settings=settings, log=log,
                                     memory=self.memory, owner=owner, unit_audio=unit_audio,
                                     tools=tools or Toolbox(), knowledge=knowledge)
+        self._interruptions = Interruptions(
+            speaker=speaker, mic_rate=mic.sample_rate,
+            turn_taking=TurnTaking(settings.turns, classifier or LexiconClassifier(),
+                                   echo or EchoFilter()),
+            responder=self._responder, log=log, stt_thread=self._stt_thread,
+            partial=engines.stt.partial)
         self._knowledge = knowledge
         self._talk = TalkButton() if settings.push_to_talk else None
+        self._recognition = Recognition(
+            stt=engines.stt, stt_thread=self._stt_thread, endpoint=settings.endpoint,
+            words_every_ms=settings.words_every_ms, mic_rate=mic.sample_rate,
+            responder=self._responder, log=log, sound=self._sound, caller_audio=caller_audio,
+            talk=self._talk)
         self._utterance: Utterance | None = None
         self._hearing = False
         self._user_turns = 0
@@ -240,7 +243,7 @@ class Conversation:
                 await self._stt_thread.call(stt.feed, heard)
                 overlap = None
                 if self.replying:
-                    overlap = self._overlap_begins(
+                    overlap = self._interruptions.begins(
                         heard, segmenter.speech_ms + self._settings.preroll_ms)
                 utterance = self._utterance = Utterance(
                     overlap, keep_bytes=self._sound.audio_bytes if self._sound else 0)
@@ -248,7 +251,8 @@ class Conversation:
                 continue
             if utterance is None:
                 continue
-            await self._hear(utterance, frame, segmenter.silence_ms)
+            await self._recognition.hear(utterance, frame, segmenter.silence_ms,
+                                           self._user_turns + 1, bool(self._session))
             if (self._gate is not None and self._gate.took_over()
                     and utterance.overlap is None and utterance.words is None):
                 # What came before the nearer talker was someone else in the room.
@@ -258,10 +262,10 @@ class Conversation:
                 utterance.keep(b"".join(recent))
             overlap = utterance.overlap
             if (overlap is not None and not overlap.decided and self.replying
-                    and await self._interrupts(overlap, segmenter.speech_ms)):
+                    and await self._interruptions.interrupts(overlap, segmenter.speech_ms)):
                 overlap.decided = True
-                await self._barge_in(overlap.words)
-            if let_go or segmenter.silence_ms >= self._silence_needed(utterance):
+                await self._interruptions.barge_in(overlap.words)
+            if let_go or segmenter.silence_ms >= self._recognition.silence_needed(utterance):
                 spoken_ms = segmenter.speech_ms - segmenter.silence_ms
                 self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms),
                                                   verdict(utterance.sound)))
@@ -270,91 +274,6 @@ class Conversation:
                 segmenter.end()
                 ended, utterance, self._utterance = utterance, None, None
                 await self._utterance_ends(ended, spoken_ms, audio_time)
-
-    async def _hear(self, utterance: Utterance, frame: bytes, silence_ms: float) -> None:
-        """One frame of an utterance: to the recognizer (or held back during a speculative
-        silence); speech that resumes throws away the speculation."""
-        stt = self._engines.stt
-        if self._caller_audio is not None:
-            self._caller_audio.caller_hears(frame)
-        utterance.keep(frame)
-        if utterance.overlap is not None:
-            utterance.overlap.add(frame)
-        if silence_ms == 0:
-            if utterance.words is not None:
-                await self._drop_speculation(utterance, "speech resumed")
-            if utterance.held:
-                await self._stt_thread.call(stt.feed, b"".join(utterance.held))
-                utterance.held.clear()
-        if utterance.words is not None:
-            utterance.held.append(frame)
-            return
-        await self._stt_thread.call(stt.feed, frame)
-        if silence_ms == 0:
-            self._read_words_now_and_then(utterance, len(frame) // 2)
-        if silence_ms >= self._settings.endpoint.speculate_ms and _callers(utterance):
-            utterance.words = asyncio.create_task(self._speculate(utterance))
-            if self._sound is not None:
-                utterance.sound = self._sound.ask(bytes(utterance.audio))
-
-    def _read_words_now_and_then(self, utterance: Utterance, samples: int) -> None:
-        """For the screen, the caller's words so far, read every `words_every_ms` of speech
-        in the background (the loop takes the next frame meanwhile), one reading at a time."""
-        every_ms = self._settings.words_every_ms
-        if not every_ms or not _callers(utterance):
-            return
-        utterance.samples_since_reading += samples
-        if (utterance.samples_since_reading * 1000 < every_ms * self._mic.sample_rate
-                or (utterance.reading is not None and not utterance.reading.done())):
-            return
-        utterance.samples_since_reading = 0
-
-        async def read() -> None:
-            words = await self._stt_thread.call(self._engines.stt.partial)
-            utterance.said_so_far = words.strip()
-
-        utterance.reading = asyncio.create_task(read(), name="caller-words")
-
-    async def _speculate(self, utterance: Utterance) -> str:
-        """The words so far; and, in an open session, the answer to them prepared."""
-        turn = self._user_turns + 1
-        words = (await self._stt_thread.call(self._engines.stt.partial)).strip()
-        utterance.said_so_far = words
-        self._log.publish(TurnStage(turn, "transcript", speculative=True))
-        if words and self._session:
-            utterance.prepared = await self._responder.prepare(turn, words)
-        return words
-
-    async def _drop_speculation(self, utterance: Utterance, reason: str) -> None:
-        sound, utterance.sound = utterance.sound, None
-        if sound is not None:
-            sound.cancel()  # its thread finishes the call; the answer is not waited for
-        words, utterance.words = utterance.words, None
-        if words is not None and not words.done():
-            words.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await words
-        prepared, utterance.prepared = utterance.prepared, None
-        if prepared is not None:
-            await self._responder.discard(prepared, reason)
-        else:
-            self._log.publish(SpeculationCancelled(self._user_turns + 1, reason))
-
-    def _silence_needed(self, utterance: Utterance) -> float:
-        """The silence that ends this utterance: by its words once they are known, and by its
-        sound (`conversation.endpoint`); while the words are being transcribed, as long as any
-        words could ask for."""
-        rules = self._settings.endpoint
-        words, sound = utterance.words, utterance.sound
-        if self._talk is not None and self._talk.held:
-            return math.inf  # the turn ends when the button is let go
-        if words is None:
-            return rules.unknown_ms
-        if not words.done():
-            return max(rules.unknown_ms, rules.complete_ms, rules.incomplete_ms)
-        return silence_needed(rules, words.result(), verdict(sound),
-                              sound_pending=sound is not None and not sound.done(),
-                              interrupting=utterance.overlap is not None)
 
     async def _utterance_ends(self, utterance: Utterance, spoken_ms: float,
                               audio_time: float) -> None:
@@ -376,7 +295,8 @@ class Conversation:
             prepared = None
         overlap = utterance.overlap
         if (overlap is not None and not overlap.decided
-                and not await self._overlap_ends(overlap, transcript, spoken_ms, audio_time)):
+                and not await self._interruptions.ends(overlap, transcript, spoken_ms,
+                                                       audio_time)):
             return
         await self._user_turn(transcript, audio_time, prepared,
                               speculated=utterance.words is not None)
@@ -423,58 +343,6 @@ class Conversation:
         if self._gate is not None:
             self._gate.forget()
 
-    def _overlap_begins(self, heard: bytes, heard_ms: float) -> OverlapAudio:
-        overlap = OverlapAudio(self._speaker, self._mic.sample_rate, heard, heard_ms)
-        # The onset's own sound decides the pause: the agent's echo does not pause it (no
-        # stutter on a kiosk without an echo canceller), anything else does.
-        if self._turn_taking.at_onset(overlap.echo_score()) is Onset.PAUSE:
-            overlap.paused = True
-            self._speaker.pause()
-            self._log.publish(PlaybackPaused(self._responder.playing_unit))
-        return overlap
-
-    async def _interrupts(self, overlap: OverlapAudio, speech_ms: float) -> bool:
-        """While the user speaks over the agent: is this already a real interruption?
-
-        The recognizer is asked for the words in the background (a whole-segment recognizer
-        takes tens of milliseconds), so the loop keeps taking frames in real time; the overlap
-        is judged each time new words arrive (once it is long enough to force a barge-in, the
-        recognizer is asked again as soon as it answers)."""
-        asking = overlap.asking
-        if asking is None:
-            if self._turn_taking.wants_words(speech_ms, overlap.words_at_ms):
-                overlap.words_at_ms = speech_ms
-                overlap.asking = asyncio.ensure_future(
-                    self._stt_thread.call(self._engines.stt.partial))
-            return False
-        if not asking.done():
-            return False
-        overlap.words, overlap.asking = asking.result(), None
-        evidence = overlap.evidence(speech_ms, overlap.words, self._responder.recent_units())
-        return self._turn_taking.during(evidence) is Judgement.BARGE_IN
-
-    async def _overlap_ends(self, overlap: OverlapAudio, transcript: Transcript, spoken_ms: float,
-                            audio_time: float) -> bool:
-        """An overlap ended before it was judged: True if it is a turn to answer (a barge-in
-        now); otherwise playback resumes where it paused and nothing is truncated."""
-        evidence = overlap.evidence(spoken_ms, transcript.text.strip(),
-                                    self._responder.recent_units())
-        outcome = self._turn_taking.at_end(evidence)
-        if outcome is Outcome.ANSWER:
-            if self.replying:
-                await self._barge_in(evidence.words)
-            return True
-        if outcome is Outcome.DROP:
-            self._log.publish(TurnDropped(audio_time))
-        elif outcome is Outcome.ECHO:
-            self._log.publish(EchoIgnored(evidence.words, evidence.playing))
-        else:
-            self._log.publish(Backchannel(evidence.words, round(spoken_ms)))
-        if overlap.paused:
-            self._speaker.resume()
-            self._log.publish(PlaybackResumed(self._responder.playing_unit))
-        return False
-
     def now_playing(self) -> NowPlaying | None:
         """The unit at the speaker and what of it the listener heard so far."""
         return self._responder.now_playing()
@@ -484,7 +352,7 @@ class Conversation:
         a first reading; None while nobody speaks to the agent (speech over it that is not yet
         judged a barge-in may be its own echo or a hum: not the caller's words yet)."""
         utterance = self._utterance
-        return utterance.said_so_far if utterance is not None and _callers(utterance) else None
+        return utterance.said_so_far if utterance is not None and utterance.callers else None
 
     async def talk(self, held: bool) -> bool:
         """The screen's Talk button pressed (`held`) or let go, with `[screen] push_to_talk`;
@@ -497,7 +365,7 @@ class Conversation:
             return True
         self._talk.press()
         if self.replying:
-            await self._barge_in("", by="touch")
+            await self._interruptions.barge_in("", by="touch")
         return True
 
     async def stop_by_touch(self) -> bool:
@@ -505,15 +373,6 @@ class Conversation:
         reply cut where the device's played position is. False if nothing was being said."""
         if not self.replying:
             return False
-        await self._barge_in("", by="touch")
+        await self._interruptions.barge_in("", by="touch")
         return True
 
-    async def _barge_in(self, words: str, by: str = "voice") -> None:
-        self._log.publish(BargeIn(self._responder.playing_unit, words, by))
-        await self._responder.stop()
-
-
-def _callers(utterance: Utterance) -> bool:
-    """Whether it is the caller's speech: not speech over the agent still undecided (it may be
-    a backchannel, a hum or the agent's own echo), so neither answered ahead nor shown."""
-    return utterance.overlap is None or utterance.overlap.decided

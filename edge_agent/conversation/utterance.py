@@ -40,6 +40,13 @@ class Utterance:
     samples_since_reading: int = 0
     """Speech samples heard since that reading was asked."""
 
+    @property
+    def callers(self) -> bool:
+        """Whether it is the caller's speech: not speech over the agent still undecided (it may
+        be a backchannel, a hum or the agent's own echo), so neither answered ahead nor
+        shown."""
+        return self.overlap is None or self.overlap.decided
+
     def keep(self, pcm: bytes) -> None:
         """Add `pcm` to `audio`, of which at least the last `keep_bytes` are kept."""
         if not self.keep_bytes:
