@@ -19,6 +19,8 @@ Devices:
 - an echo path (`echo_path(gain, latency_ms)`): a `module-loopback` from `speaker.monitor` into
              `micsink`, so the microphone hears the agent as a kiosk's does, late and quieter
              (a real clock path, with its jitter, not the simulator's room).
+- `array`    (with `array_channels=N`) an N-channel 16 kHz source, the microphones of an array,
+             fed by playing N-channel audio into `arraysink`; through the ALSA PCM `array`.
 - `tap`      (with `tap=True`) a stereo 16 kHz null sink: the microphone's audio on the left,
              the speaker's on the right, through two identical loopbacks, so both sides of a
              conversation are recorded on one clock (`record_tap()`). Measured: a click reaching
@@ -96,6 +98,25 @@ _ALSA_HOTPLUG = """pcm.usbmic { type pulse device "usbmic" }
 pcm.usbspeaker { type pulse device "usbspeaker" }
 """
 _DAEMON_HOTPLUG = "rescue-streams = no\n"
+_ARRAY = """load-module module-null-sink sink_name=arraysink rate={mic_rate} channels={channels} \
+channel_map={channel_map} format=s16le sink_properties=device.description=arraysink
+load-module module-remap-source master=arraysink.monitor source_name=array \
+master_channel_map={channel_map} channel_map={channel_map} remix=no \
+source_properties=device.description=array
+"""
+"""A microphone array (`array_channels`): `array`, a source of that many channels, fed by
+playing into `arraysink`, reached through the ALSA PCM of the same name. Every channel keeps
+its place: the maps are ALSA's own for that many channels (`ALSA_CHANNEL_MAPS`), the one the
+ALSA plugin asks for, so PulseAudio remixes nothing (with another map, it mixes a 4-channel
+stream's channels into each other)."""
+ALSA_CHANNEL_MAPS = {
+    2: "front-left,front-right",
+    4: "front-left,front-right,rear-left,rear-right",
+    6: "front-left,front-right,rear-left,rear-right,front-center,lfe",
+    8: "front-left,front-right,rear-left,rear-right,front-center,lfe,side-left,side-right",
+}
+_ALSA_ARRAY = """pcm.array { type pulse device "array" }
+"""
 
 _ALSA = """\
 # Generated for tests: the system configuration, then ALSA "default" = the test PulseAudio.
@@ -135,10 +156,13 @@ class PulseServer:
             raise RuntimeError(f"pactl {' '.join(args)} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def play(self, wav: Path, device: str = "micsink") -> subprocess.Popen[bytes]:
+    def play(self, wav: Path, device: str = "micsink",
+             channel_map: str | None = None) -> subprocess.Popen[bytes]:
         """Start playing `wav` into `device` (default: the virtual microphone); returns the
-        process (it exits when the clip has been played at real time)."""
-        proc = subprocess.Popen(["paplay", "-d", device, str(wav)], env=self.env,
+        process (it exits when the clip has been played at real time). `channel_map`: the
+        file's channels' places (several channels: the device's own, so none is remixed)."""
+        mapped = [f"--channel-map={channel_map}"] if channel_map else []
+        proc = subprocess.Popen(["paplay", "-d", device, *mapped, str(wav)], env=self.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._children.append(proc)
         return proc
@@ -386,21 +410,26 @@ def client_env(root: Path, base: dict[str, str] | None = None) -> dict[str, str]
 
 
 def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE,
-          tap: bool = False, hotplug: bool = False) -> PulseServer:
+          tap: bool = False, hotplug: bool = False, array_channels: int = 0) -> PulseServer:
     """Start the server with its runtime under `root` (an existing, empty directory).
-    `hotplug`: add the `usbmic`/`usbspeaker` devices that tests unplug (see `_HOTPLUG`)."""
+    `hotplug`: add the `usbmic`/`usbspeaker` devices that tests unplug (see `_HOTPLUG`);
+    `array_channels`: add the `array` source of that many channels (see `_ARRAY`)."""
     check_tools()
     runtime = root / "runtime"
     for sub in (runtime, root / "state"):
         sub.mkdir(mode=0o700, parents=True, exist_ok=True)
     (root / "client.conf").write_text("autospawn = no\n")
     (root / "asound.conf").write_text(_ALSA.format(system=SYSTEM_ALSA_CONF)
-                                      + (_ALSA_HOTPLUG if hotplug else ""))
+                                      + (_ALSA_HOTPLUG if hotplug else "")
+                                      + (_ALSA_ARRAY if array_channels else ""))
     script = root / "test.pa"
     script.write_text(_SCRIPT.format(socket=runtime / "native", mic_rate=MIC_RATE,
                                     speaker_rate=speaker_rate)
                       + (_TAP.format(mic_rate=MIC_RATE) if tap else "")
-                      + (_HOTPLUG.format(speaker_rate=speaker_rate) if hotplug else ""))
+                      + (_HOTPLUG.format(speaker_rate=speaker_rate) if hotplug else "")
+                      + (_ARRAY.format(mic_rate=MIC_RATE, channels=array_channels,
+                                       channel_map=ALSA_CHANNEL_MAPS[array_channels])
+                         if array_channels else ""))
     env = client_env(root)
     server = PulseServer(root=root, env=env)
     server_env = {**env, "XDG_CONFIG_HOME": str(root / "config")}  # nothing in ~/.config
@@ -415,14 +444,15 @@ def start(root: Path, timeout: float = 20, speaker_rate: int = SPEAKER_RATE,
 
 @contextlib.contextmanager
 def pulse_server(speaker_rate: int = SPEAKER_RATE, tap: bool = False,
-                 hotplug: bool = False) -> Iterator[PulseServer]:
+                 hotplug: bool = False, array_channels: int = 0) -> Iterator[PulseServer]:
     """A running private PulseAudio server; killed (and its temp dir removed) on exit.
     Raises PulseUnavailable with the reason when it cannot be started."""
     # Short path: the unix socket path must fit in sockaddr_un (108 bytes).
     root = Path(tempfile.mkdtemp(prefix="ea-pulse-"))
     server = None
     try:
-        server = start(root, speaker_rate=speaker_rate, tap=tap, hotplug=hotplug)
+        server = start(root, speaker_rate=speaker_rate, tap=tap, hotplug=hotplug,
+                       array_channels=array_channels)
         yield server
     finally:
         if server is not None:
