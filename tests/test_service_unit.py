@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from edge_agent.app.screen import SCREEN_SOCKET_NAME
+from edge_agent.config import ScreenConfig
 from edge_agent.config.file import parse_config
 from edge_agent.installer.unit import SCREEN_SOCKET, render_screen_socket, render_unit
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "systemd" / "edge-agent.service"
 USER_UNIT = ROOT / "systemd" / "edge-agent-user.service"
+USER_SCREEN_SOCKET = ROOT / "systemd" / "edge-agent-user-screen.socket"
 SYSUSERS = ROOT / "systemd" / "edge-agent.sysusers"
 MAX_EXPOSURE = 1.0
 
@@ -143,6 +146,28 @@ def test_verify_accepts_the_user_unit(tmp_path: Path) -> None:
                     encoding="utf-8")
     result = _analyze("--user", "verify", "--man=no", str(unit), env=_user_env(tmp_path))
     assert result.returncode == 0 and not _problems(result, unit), result.stdout + result.stderr
+
+
+def test_the_user_screen_socket_verifies_beside_the_user_unit_it_hands_over_to(
+        tmp_path: Path) -> None:
+    """Installed as its header says (the user unit as edge-agent.service, the socket beside
+    it): it hands the socket named "screen" (the name the agent looks for) to that unit."""
+    user = tmp_path / "user"
+    user.mkdir()
+    exe = _fake_executable(tmp_path)
+    text = USER_UNIT.read_text(encoding="utf-8")
+    (user / "edge-agent.service").write_text(
+        re.sub(r"^ExecStart=.*$", f"ExecStart={exe} run", text, flags=re.M), encoding="utf-8")
+    socket_unit = user / SCREEN_SOCKET
+    socket_unit.write_text(USER_SCREEN_SOCKET.read_text(encoding="utf-8"), encoding="utf-8")
+    result = _analyze("--user", "verify", "--man=no", str(socket_unit), env=_user_env(tmp_path))
+    assert result.returncode == 0 and not _problems(result, socket_unit), (
+        result.stdout + result.stderr)
+    settings = dict(line.split("=", 1) for line in socket_unit.read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    assert settings["FileDescriptorName"] == SCREEN_SOCKET_NAME
+    assert settings["Service"] == "edge-agent.service"
+    assert settings["ListenStream"] == ScreenConfig().listen  # the config's default
 
 
 @pytest.mark.skipif(shutil.which("systemd-sysusers") is None, reason="no systemd-sysusers")
