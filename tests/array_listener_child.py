@@ -14,10 +14,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import tempfile
-import time
 import wave
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,35 +22,28 @@ import numpy as np
 from edge_agent.audio.array import mic_array
 from edge_agent.audio.beamformer import BeamformedMicrophone, Beamformer, design_filters
 from edge_agent.audio.device import MIC_RATE, Microphone
+from edge_agent.audio.pcm import to_pcm
 from edge_agent.audio.portaudio_host import PortAudioHost
 from edge_agent.audio.portaudio_start import open_pyaudio
 from edge_agent.audio.resilient import ResilientMicrophone
-from edge_agent.bench.pulse_rig import ALSA_CHANNEL_MAPS
+from edge_agent.bench.pulse_rig import paplay_command
 from edge_agent.clock import MonotonicClock
+from tests.live_audio import WAIT_S, around_playing
 
 CHANNELS = 4
-WAIT_S = 30.0
-"""A generous bound on each wait: it fails only when something is wrong."""
 
 
 def write_channels(path: Path, channels: np.ndarray) -> None:
-    """`channels` (samples x N) as an N-channel 16 kHz WAV file (int16, rounded)."""
+    """`channels` (samples x N, int16 scale) as an N-channel 16 kHz WAV file."""
     with wave.open(str(path), "wb") as out:
         out.setnchannels(channels.shape[1])
         out.setsampwidth(2)
         out.setframerate(MIC_RATE)
-        out.writeframes(np.round(channels).astype(np.int16).tobytes())
+        out.writeframes(to_pcm(channels))
 
 
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-async def listen(played: np.ndarray, steer: bool) -> np.ndarray:
+async def listen(played: np.ndarray, wav: Path, steer: bool) -> np.ndarray:
+    """What the microphone delivered around `played`, written to `wav` and played from there."""
     clock = MonotonicClock()
     host = PortAudioHost(open_pyaudio(), clock)
     device = ResilientMicrophone(host, "array", clock, lambda *_: None, channels=CHANNELS)
@@ -69,18 +59,11 @@ async def listen(played: np.ndarray, steer: bool) -> np.ndarray:
             frames.append(frame)
 
     listening = asyncio.create_task(collect())
+    write_channels(wav, played)
     try:
-        await _until(lambda: len(frames) > 10, "the first frames")
-        with tempfile.TemporaryDirectory() as scratch:
-            wav = Path(scratch) / "played.wav"
-            write_channels(wav, played)
-            # Off the loop: the microphone's frames keep being taken meanwhile.
-            await asyncio.to_thread(
-                subprocess.run, ["paplay", "-d", "arraysink",
-                                 f"--channel-map={ALSA_CHANNEL_MAPS[CHANNELS]}", str(wav)],
-                check=True, timeout=WAIT_S)
-        heard = len(frames)
-        await _until(lambda: len(frames) > heard + 10, "the frames after it")
+        # paplay off the loop: the microphone's frames keep being taken meanwhile.
+        await around_playing(frames, lambda: asyncio.to_thread(
+            subprocess.run, paplay_command(wav, "arraysink"), check=True, timeout=WAIT_S))
     finally:
         listening.cancel()
         await asyncio.gather(listening, return_exceptions=True)
@@ -91,7 +74,8 @@ async def listen(played: np.ndarray, steer: bool) -> np.ndarray:
 
 def main(played_path: str, heard_path: str, *steer: str) -> None:
     played = np.load(played_path)
-    np.save(heard_path, asyncio.run(listen(played, steer == ("steer",))))
+    wav = Path(heard_path).with_suffix(".wav")  # beside HEARD, in the test's directory
+    np.save(heard_path, asyncio.run(listen(played, wav, steer == ("steer",))))
 
 
 if __name__ == "__main__":

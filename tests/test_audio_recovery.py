@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from edge_agent.audio.resilient import (
 from edge_agent.audio.resilient_speaker import ResilientSpeaker
 from edge_agent.bench import pulse_rig
 from edge_agent.clock import MonotonicClock, VirtualClock
+from tests.live_audio import around_playing, until
 
 SPEAKER_RATE = 22050
 LATENCY = 0.05
@@ -428,14 +428,6 @@ def pulse() -> Iterator[pulse_rig.PulseServer]:
         pytest.skip(f"PulseAudio not available: {exc}")
 
 
-async def _until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Wait for `condition` (a generous bound: it fails only when something is wrong)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 def _live_host() -> PortAudioHost:
     from edge_agent.audio.portaudio_start import open_pyaudio
 
@@ -454,14 +446,14 @@ async def test_microphone_comes_back_after_its_device_does(pulse: pulse_rig.Puls
     frames: list[tuple[float, bytes]] = []
     listening = asyncio.create_task(_collect(mic, frames, clock))
     try:
-        await _until(lambda: len(frames) > 10, "the first frames")
+        await until(lambda: len(frames) > 10, "the first frames")
         if fault == "unplug":
             module = await asyncio.to_thread(pulse.unplug, "usbmic")
         else:
             await asyncio.to_thread(pulse.kill_server)
-        await _until(lambda: said.states("microphone") == ["lost", "waiting"], "the loss")
+        await until(lambda: said.states("microphone") == ["lost", "waiting"], "the loss")
         silent = len(frames)
-        await _until(lambda: len(frames) > silent + 10, "silence frames while lost")
+        await until(lambda: len(frames) > silent + 10, "silence frames while lost")
         assert not any(any(f) for _, f in frames[silent:])
 
         if fault == "unplug":
@@ -469,9 +461,9 @@ async def test_microphone_comes_back_after_its_device_does(pulse: pulse_rig.Puls
         else:
             await asyncio.to_thread(pulse.restart)
         returned = clock.now()
-        await _until(lambda: said.states("microphone")[-1:] == ["back"], "the return")
+        await until(lambda: said.states("microphone")[-1:] == ["back"], "the return")
         player = pulse.play(_wav(pulse.root / "tone.wav"), "micsink")
-        await _until(lambda: any(any(f) for t, f in frames if t > returned), "audio after return")
+        await until(lambda: any(any(f) for t, f in frames if t > returned), "audio after return")
         assert said.states("microphone") == ["lost", "waiting", "back"]
         print(f"\nmicrophone, {fault}: back {said.when('microphone', 'back') - returned:.3f} s "
               "after the device returned")
@@ -496,13 +488,10 @@ async def test_the_microphone_hands_over_whole_frames_of_every_sample_played(
     frames: list[tuple[float, bytes]] = []
     listening = asyncio.create_task(_collect(mic, frames, clock))
     noise = _tone(1.5, MIC_RATE, seed=3)
+    write_wav(pulse.root / "noise.wav", noise, MIC_RATE)
     try:
-        await _until(lambda: len(frames) > 10, "the first frames")
-        write_wav(pulse.root / "noise.wav", noise, MIC_RATE)
-        player = pulse.play(pulse.root / "noise.wav", "micsink")
-        await asyncio.to_thread(player.wait)
-        heard = len(frames)
-        await _until(lambda: len(frames) > heard + 10, "the frames after it")
+        await around_playing(frames, lambda: asyncio.to_thread(
+            pulse.play(pulse.root / "noise.wav", "micsink").wait))
     finally:
         listening.cancel()
         await asyncio.gather(listening, return_exceptions=True)
@@ -551,7 +540,7 @@ async def test_speaker_loss_is_honest_and_playback_resumes(pulse: pulse_rig.Puls
         pcm = _tone(4.0)
         start = speaker.write(pcm)
         end = start + len(pcm) // 2
-        await _until(lambda: speaker.played_frames() > start + SPEAKER_RATE, "a second played")
+        await until(lambda: speaker.played_frames() > start + SPEAKER_RATE, "a second played")
         if fault == "unplug":
             module = await asyncio.to_thread(pulse.unplug, "usbspeaker")
         else:
@@ -571,7 +560,7 @@ async def test_speaker_loss_is_honest_and_playback_resumes(pulse: pulse_rig.Puls
             await asyncio.to_thread(pulse.plug, module)
         else:
             await asyncio.to_thread(pulse.restart)
-        await _until(lambda: said.states("speaker")[-1:] == ["back"], "the return", 60)
+        await until(lambda: said.states("speaker")[-1:] == ["back"], "the return", 60)
         frozen = speaker.interrupt()  # the conversation's next stop: the cut unit ends here
         assert frozen == start + played
         recording = tmp_path / "after.raw"
@@ -582,7 +571,7 @@ async def test_speaker_loss_is_honest_and_playback_resumes(pulse: pulse_rig.Puls
         assert speaker.write(again) == frozen
         await asyncio.wait_for(speaker.wait_played(frozen + len(again) // 2), 30)
         assert speaker.played_frames() == frozen + len(again) // 2
-        await _until(lambda: _holds(recording, again, recorded_length), "the new audio recorded")
+        await until(lambda: _holds(recording, again, recorded_length), "the new audio recorded")
         pulse_rig.stop(recorder)
         assert all(a <= b for a, b in itertools.pairwise(seen))
     finally:

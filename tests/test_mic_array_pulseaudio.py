@@ -24,7 +24,7 @@ from edge_agent.audio.array import mic_array
 from edge_agent.audio.device import MIC_RATE
 from edge_agent.bench import pulse_rig
 from tests.array_listener_child import write_channels
-from tests.cli import REPO, command, write_config
+from tests.cli import REPO, edge_agent, environment, write_config
 
 pytestmark = [pytest.mark.audio, pytest.mark.realtime]
 
@@ -40,10 +40,11 @@ def pulse() -> Iterator[pulse_rig.PulseServer]:
         pytest.skip(f"PulseAudio not available: {exc}")
 
 
-def _child_env(pulse: pulse_rig.PulseServer) -> dict[str, str]:
-    env = {k: v for k, v in pulse.env.items() if k != "EDGE_AGENT_CONFIG"}
-    env["PYTHONPATH"] = str(REPO)
-    return env
+def _client_env(pulse: pulse_rig.PulseServer) -> dict[str, str]:
+    """A child's environment on this server (its variables are a copy of this process's: a
+    developer's $EDGE_AGENT_CONFIG is left out again), able to import `tests`."""
+    return {**{k: v for k, v in pulse.env.items() if k != "EDGE_AGENT_CONFIG"},
+            "PYTHONPATH": str(REPO)}
 
 
 def _listen_while_playing(pulse: pulse_rig.PulseServer, tmp_path: Path, channels: np.ndarray,
@@ -52,12 +53,12 @@ def _listen_while_playing(pulse: pulse_rig.PulseServer, tmp_path: Path, channels
     delivered meanwhile: every channel, or (with `steer`) the beamformer's one toward the
     front."""
     played, heard = tmp_path / "played.npy", tmp_path / "heard.npy"
-    np.save(played, np.clip(np.round(channels), -32768, 32767).astype(np.int16))
+    np.save(played, channels)
     done = subprocess.run(
         [sys.executable, "-m", "tests.array_listener_child", str(played), str(heard),
          *(["steer"] if steer else [])],
-        env=_child_env(pulse), capture_output=True, text=True, timeout=120, check=False,
-        cwd=REPO)
+        env=environment(_client_env(pulse)), capture_output=True,
+        text=True, timeout=120, check=False, cwd=REPO)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-3000:]}"
     return np.load(heard).astype(np.float64)
 
@@ -117,14 +118,12 @@ def test_doctor_records_every_microphone_and_names_a_dead_one(
                           'array = "respeaker-4mic-hat"\n'
                           f"[vad]\nmodel = {json.dumps(str(gone / 'vad.onnx'))}\n"
                           f"[llm]\nmodel = {json.dumps(str(gone / 'llm.gguf'))}\n")
-    player = pulse.play(wav, "arraysink", pulse_rig.ALSA_CHANNEL_MAPS[4])
+    player = pulse.play(wav, "arraysink")
     try:
         assert pulse.wait_for_stream("sink-inputs", "arraysink", exclude_apps=()), \
             "paplay never connected to arraysink"
-        done = subprocess.run(command("doctor", "--quick", "--json", tmp_path / "doctor.json",
-                                      config=config),
-                              env=_child_env(pulse), capture_output=True, text=True, timeout=120,
-                              check=False, cwd=tmp_path)
+        done = edge_agent("doctor", "--quick", "--json", tmp_path / "doctor.json",
+                          config=config, env=_client_env(pulse), cwd=tmp_path)
     finally:
         pulse_rig.stop(player)
     report = f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"

@@ -46,6 +46,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +119,17 @@ ALSA_CHANNEL_MAPS = {
 _ALSA_ARRAY = """pcm.array { type pulse device "array" }
 """
 
+
+def paplay_command(wav: Path, device: str) -> list[str]:
+    """The argv that plays `wav` into `device`. A file of several channels is played with
+    ALSA's map for that many (`ALSA_CHANNEL_MAPS`), the one the rig's devices have, so each
+    channel arrives where it was written."""
+    with wave.open(str(wav)) as clip:
+        channels = clip.getnchannels()
+    mapped = ([f"--channel-map={ALSA_CHANNEL_MAPS[channels]}"]
+              if channels > 1 and channels in ALSA_CHANNEL_MAPS else [])
+    return ["paplay", "-d", device, *mapped, str(wav)]
+
 _ALSA = """\
 # Generated for tests: the system configuration, then ALSA "default" = the test PulseAudio.
 <{system}>
@@ -156,13 +168,10 @@ class PulseServer:
             raise RuntimeError(f"pactl {' '.join(args)} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def play(self, wav: Path, device: str = "micsink",
-             channel_map: str | None = None) -> subprocess.Popen[bytes]:
+    def play(self, wav: Path, device: str = "micsink") -> subprocess.Popen[bytes]:
         """Start playing `wav` into `device` (default: the virtual microphone); returns the
-        process (it exits when the clip has been played at real time). `channel_map`: the
-        file's channels' places (several channels: the device's own, so none is remixed)."""
-        mapped = [f"--channel-map={channel_map}"] if channel_map else []
-        proc = subprocess.Popen(["paplay", "-d", device, *mapped, str(wav)], env=self.env,
+        process (it exits when the clip has been played at real time)."""
+        proc = subprocess.Popen(paplay_command(wav, device), env=self.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._children.append(proc)
         return proc
