@@ -94,7 +94,8 @@ def label(event: Event, transcripts: bool = True) -> Label | None:
 def _happening(event: Event, said: _Words) -> Label | None:
     if isinstance(event, BargeIn):
         on = f" on {said(event.words, quoted=True)}" if event.words else ""
-        by = " by touch (the screen's stop button)" if event.by == "touch" else ""
+        by = {"touch": " by touch (the screen's stop button)",
+              "wake": " by the wake word"}.get(event.by, "")
         return Label("barge-in", f"barge-in{by}{on}: playback stopped")
     if isinstance(event, Backchannel):
         return Label("backchannel", f"backchannel {said(event.text, quoted=True)} "

@@ -37,6 +37,7 @@ def _loaders(config: Config) -> dict[str, Callable[[], Any]]:
     from edge_agent.engines.llm.llama import open_llama
     from edge_agent.engines.turn_end import SmartTurn
     from edge_agent.engines.vad import SileroVad
+    from edge_agent.engines.wake_word import MicroWakeWordDetector
     from edge_agent.models.catalog import load_catalog
 
     catalog = load_catalog(config.models_dir, config_source=config.source)
@@ -48,6 +49,7 @@ def _loaders(config: Config) -> dict[str, Callable[[], Any]]:
     return {
         "vad": lambda: SileroVad(path("vad")),
         "turn": lambda: SmartTurn(path("turn")),
+        "wake": lambda: MicroWakeWordDetector(path("wake")),
         "stt": lambda: load_recognizer(config, catalog),
         "tts": lambda: load_voice(config, catalog),
         # One thread: the same kernels as the configured threads, without llama.cpp's threads
@@ -65,6 +67,9 @@ def _run_once(kind: str, engine: Any) -> str:
     if kind == "turn":
         finished = engine.complete_probability(bytes(2 * engine.sample_rate))
         return f"judged a second of silence (finished: {finished:.2f})"
+    if kind == "wake":
+        woke = engine.heard(bytes(2 * engine.sample_rate))
+        return f"heard a second of silence ({'woke: wrong' if woke else 'did not wake'})"
     if kind == "stt":
         engine.begin()
         engine.feed(bytes(2 * 8000))  # half a second of silence at 16 kHz

@@ -97,8 +97,8 @@ class BargeIn:
     words: str = ""
     """What the recognizer had made of the interruption when it was decided."""
     by: str = "voice"
-    """What cut in: "voice" (the caller spoke over the agent) or "touch" (the stop button of
-    the kiosk's screen)."""
+    """What cut in: "voice" (the caller spoke over the agent), "touch" (the stop button of
+    the kiosk's screen) or "wake" (the wake word said over the agent)."""
 
 
 @dataclass(frozen=True)

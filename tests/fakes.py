@@ -47,6 +47,41 @@ def speech(seconds: float, rate: int = 16000, seed: int = 1) -> bytes:
     return noise.astype(np.int16).tobytes()
 
 
+WAKE_LEVEL = 12000
+
+
+def wake_word(seconds: float = 0.5, rate: int = 16000) -> bytes:
+    """Fake 'wake word': a tone louder than `speech`, which `FakeWakeWord` hears (and the fake
+    VAD takes for speech)."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (np.sign(np.sin(2 * np.pi * 700 * t)) * WAKE_LEVEL).astype(np.int16).tobytes()
+
+
+class FakeWakeWord:
+    """Hears the `wake_word` tone: fires on the first frame after at least `word_s` of it."""
+
+    sample_rate = 16000
+    phrase = "Okay Fake"
+
+    def __init__(self, word_s: float = 0.3) -> None:
+        self._word_samples = int(word_s * self.sample_rate)
+        self._run = 0
+        self.heard_samples = 0
+        """Every sample it was given."""
+
+    def heard(self, pcm: bytes) -> bool:
+        samples = np.frombuffer(pcm, dtype=np.int16)
+        self.heard_samples += len(samples)
+        if np.abs(samples).min() >= WAKE_LEVEL:
+            self._run += len(samples)
+            return False
+        word, self._run = self._run >= self._word_samples, 0
+        return word
+
+    def reset(self) -> None:
+        self._run = 0
+
+
 class FakeVad:
     """Speech wherever the frame is loud."""
 
@@ -73,12 +108,15 @@ class FakeRecognizer:
         self._partials = list(partials) if partials is not None else None
         self._word_samples = int(word_seconds * self.sample_rate)
         self.fed_samples = 0
+        self.heard_samples = 0
+        """Every sample fed, in all utterances."""
 
     def begin(self) -> None:
         self.fed_samples = 0
 
     def feed(self, pcm: bytes) -> None:
         self.fed_samples += len(pcm) // 2
+        self.heard_samples += len(pcm) // 2
 
     def partial(self) -> str:
         if self._partials is not None:

@@ -225,6 +225,28 @@ def test_a_session_opened_by_speech_has_no_greeting_and_runs_number_turns_anew()
     assert script.replies == ("Hi there.", "Yes.")
 
 
+@pytest.mark.parametrize(("greeted", "start"), [(True, "immediate"), (False, "speech")])
+def test_a_session_the_wake_word_model_opened_replays_from_its_start(greeted: bool,
+                                                                     start: str) -> None:
+    greeting = [ev(PlaybackStarted(unit_id="u0"), 1.1), final("u0", "Yes?", at=1.5)]
+    events = [ev(SessionStarted(session=1, how="wake"), 1.0), *(greeting if greeted else []),
+              ev(UserTurn(text="What time is it?", words=()), 3.0),
+              ev(PlaybackStarted(unit_id="u1"), 3.5), final("u1", "Ten past nine.", at=4.0)]
+    script = agent_script(_requests((1, 1)), build_timeline(events, 3))
+    assert script.session_start == start
+    assert script.greeting == ("Yes?" if greeted else "")
+    assert script.replies == ("Ten past nine.",)
+    assert "opened by the wake word model" in script.notes[-1]
+
+
+def test_a_session_a_wake_phrase_opened_stays_a_wake_session() -> None:
+    events = [ev(UserTurn(text="Hello kiosk", words=()), 1.0),
+              ev(SessionStarted(session=1, how="wake"), 1.0),
+              ev(PlaybackStarted(unit_id="u0"), 1.1), final("u0", "Yes?", at=1.5)]
+    script = agent_script([], build_timeline(events, 3))
+    assert script.session_start == "wake" and script.notes == ()
+
+
 def test_units_without_a_request_are_reported() -> None:
     events = [ev(SessionStarted(session=1, how="start-up"), 0.0), ev(UserTurn(text="Hi.", words=()), 1.0),
               ev(PlaybackStarted(unit_id="u1"), 1.5), final("u1", "Hello.", at=2.0)]

@@ -20,7 +20,7 @@ from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
-from edge_agent.engines.base import ChatMessage, TextToSpeech
+from edge_agent.engines.base import ChatMessage, TextToSpeech, WakeWordDetector
 from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.events import Event, EventLog, Notice
 from edge_agent.knowledge.live import Grounder
@@ -80,6 +80,8 @@ class Harness:
     (the language model and the voice stay scripted)."""
     knowledge: Grounder | None = None
     """The venue's knowledge, looked up for every turn."""
+    wake: WakeWordDetector | None = None
+    """The wake word model (`Engines.wake`)."""
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
@@ -102,7 +104,7 @@ class Harness:
         )
         self.turn_end = FakeTurnEnd(self.sounds) if self.sounds is not None else None
         engines = Engines(FakeVad(), FakeRecognizer(self.transcripts, partials=self.partials),
-                          self.llm, self.tts, self.turn_end, self.cpu)
+                          self.llm, self.tts, self.turn_end, self.cpu, self.wake)
         if self.real is not None:
             engines = dataclasses.replace(self.real, llm=self.llm, tts=self.tts)
 

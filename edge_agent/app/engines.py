@@ -27,6 +27,7 @@ from edge_agent.engines.stt import PocketSphinxRecognizer, VoskRecognizer
 from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable
 from edge_agent.engines.turn_end import SmartTurn
 from edge_agent.engines.vad import SileroVad
+from edge_agent.engines.wake_word import MicroWakeWordDetector
 from edge_agent.errors import ConfigError, ModelFileError
 from edge_agent.models.catalog import Catalog, load_catalog
 
@@ -107,7 +108,13 @@ def build_engines(config: Config, replies: Sequence[ScriptedReply] | None = None
         with _fix_hint(config, catalog, "turn"):
             turn_end = SmartTurn(paths["turn"])
         names["turn_end"] = f"smart-turn ({paths['turn'].name})"
-    engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts, turn_end=turn_end, cpu=share)
+    wake = None
+    if "wake" in paths:
+        with _fix_hint(config, catalog, "wake"):
+            wake = MicroWakeWordDetector(paths["wake"])
+        names["wake"] = f"microwakeword ({paths['wake'].name}: {wake.phrase})"
+    engines = Engines(vad=vad, stt=stt, llm=llm, tts=tts, turn_end=turn_end, wake=wake,
+                      cpu=share)
     return engines, names
 
 

@@ -33,8 +33,9 @@ class CallerAudioSink(Protocol):
         """The segment's next microphone frame."""
         ...
 
-    def caller_ends(self) -> None:
-        """The segment ended."""
+    def caller_ends(self, keep: bool = True) -> None:
+        """The segment ended; `keep` False: it held none of the caller's words (the wake word
+        said alone: only the silence after it was heard), forget it."""
         ...
 
 

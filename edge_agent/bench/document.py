@@ -48,7 +48,7 @@ class ModelInfo(TypedDict):
     """A model the configuration uses."""
 
     kind: str
-    """"vad", "stt", "tts", "llm" or "turn" (the end-of-turn model)."""
+    """"vad", "stt", "tts", "llm", "turn" (the end-of-turn model) or "wake"."""
     engine: str
     """What runs it: silero, moonshine, pocketsphinx, vosk, piper, llama.cpp, scripted or
     smart-turn."""

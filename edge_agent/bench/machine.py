@@ -26,7 +26,8 @@ def machine_info(started: datetime) -> MachineInfo:
             "load_after": load}
 
 
-_ENGINES = {"vad": "silero", "tts": "piper", "llm": "llama.cpp", "turn": "smart-turn"}
+_ENGINES = {"vad": "silero", "tts": "piper", "llm": "llama.cpp", "turn": "smart-turn",
+            "wake": "microwakeword"}
 
 
 def models_used(config: Config) -> list[ModelInfo]:

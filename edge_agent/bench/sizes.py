@@ -45,3 +45,5 @@ SERVICE_IDLE_S = Size(20, 4)
 """Seconds the idle agent is watched (`bench service --idle`)."""
 KNOWLEDGE_VOICES = ("piper-joe", "espeak-us")
 """The callers' voices `bench knowledge` asks its questions in (besides as written)."""
+WAKE_ROOM_MINUTES = Size(60, 6)
+"""Minutes of room speech without a wake word (`bench wake --minutes`): false wakes per hour."""

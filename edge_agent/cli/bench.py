@@ -1,7 +1,7 @@
 """`edge-agent bench [--quick] [--json OUT]`: every benchmark on this machine, one table; and
 `edge-agent bench engines | heard | latency | backchannel | stt | memory | rooms | service`: one
 part; `edge-agent bench lan`, the venue's LLM server (not part of `bench`: it needs one), and
-`bench screen`, `knowledge`, `sync`, which `bench` does not run either.
+`bench screen`, `knowledge`, `sync`, `wake`, which `bench` does not run either.
 
 Part of the command line (messages and exit codes are made here and in `cli`). `bench` and a
 part's subcommand call the same function (`bench.parts`) and get the same part JSON: the
@@ -164,6 +164,19 @@ def add_parser(commands: Any) -> None:
     knowledge.add_argument("--voices", type=voice_names, default=",".join(sizes.KNOWLEDGE_VOICES),
                            help="callers' voices, comma-separated (default %(default)s)")
 
+    wake = _part_parser(
+        benchmarks, "wake", "the wake word models: detection by every voice in quiet, noise, "
+                            "talkers and the agent's echo; wake -> listening time; false wakes "
+                            "per hour of room speech; CPU while waiting (not run by `bench`)",
+        seed_help="seed of the rooms and the room speech (default: bench --seed's)")
+    wake.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
+                      help=f"2 voices (at 2 speeds), {sizes.WAKE_ROOM_MINUTES.quick} min of room "
+                           "speech")
+    wake.add_argument("--minutes", type=positive_int, default=None,
+                      help=f"minutes of room speech without a wake word (default "
+                           f"{sizes.WAKE_ROOM_MINUTES.full}; --quick "
+                           f"{sizes.WAKE_ROOM_MINUTES.quick})")
+
     sync = _part_parser(
         benchmarks, "sync", "N simulated kiosks copying replayed sessions to one PostgreSQL on "
                             "127.0.0.1: rows/s, sync lag, the server's CPU, the drain after an "
@@ -246,7 +259,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
     command: PartCommand = {
         "engines": _engines, "heard": _heard, "latency": _latency, "backchannel": _backchannel, "stt": _stt,
         "memory": _memory, "rooms": _rooms, "service": _service, "lan": _lan, "screen": _screen,
-        "sync": _sync, "knowledge": _knowledge}[args.benchmark]
+        "sync": _sync, "knowledge": _knowledge, "wake": _wake}[args.benchmark]
     result, figures = command(config, args)
     write_json(result, args.json)
     print(figures)
@@ -391,6 +404,30 @@ def _lan(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]
     print(f"edge-agent bench lan: {config.llm.server} against the on-device model", flush=True)
     result = run_lan(lan_server(config), local, config.llm.server_timeout_ms, args.questions,
                      bench.say)
+    return dict(result), table(result)
+
+
+def _wake(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from edge_agent.app import resolve_models
+    from edge_agent.bench.wake import WAKE_MODELS, run_wake, table
+    from edge_agent.engines.tts import make_voice_repeatable
+    from edge_agent.engines.vad import SileroVad
+    from edge_agent.engines.wake_word import MicroWakeWordDetector
+    from edge_agent.models.catalog import load_catalog
+
+    make_voice_repeatable()  # the same sayings as the same audio in every run
+    size = sizes.WAKE_ROOM_MINUTES
+    minutes = args.minutes or (size.quick if args.quick else size.full)
+    catalog = load_catalog(config.models_dir, config_source=config.source)
+    detectors = {name: MicroWakeWordDetector(catalog.resolve(name, "wake", "bench wake",
+                                                             config.source))
+                 for name in WAKE_MODELS}
+    bench = _workbench(config)
+    vad = SileroVad(resolve_models(config, catalog, with_llm=False)["vad"])
+    print(f"edge-agent bench wake: {', '.join(WAKE_MODELS)}; {minutes} min of room speech "
+          f"(seed {args.seed})", flush=True)
+    result = run_wake(bench.voice(), detectors, vad, (config.stt_engine, bench.recognizer()),
+                      quick=args.quick, minutes=minutes, seed=args.seed, say=bench.say)
     return dict(result), table(result)
 
 

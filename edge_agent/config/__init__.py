@@ -215,9 +215,16 @@ class TurnsConfig:
 class SessionConfig:
     start: str = "immediate"
     """"immediate": greet at start-up; "speech": the first speech opens a session (answered,
-    no greeting); "wake": an utterance holding wake_phrase opens it (then the greeting)."""
-    wake_phrase: str = "hello kiosk"
-    """For start = "wake": the words that open a session."""
+    no greeting); "wake": the wake word opens it (then the greeting, or the answer to what
+    followed the word). While waiting for it, only the VAD and the wake word model hear the
+    room: nothing is transcribed."""
+    wake_word: str = "okay-nabu"
+    """For start = "wake": the wake word model, a name from `edge-agent models list` (okay-nabu,
+    hey-jarvis, alexa, hey-mycroft) or the path of a microWakeWord model (.json or .tflite);
+    "" to wake on wake_phrase in the transcripts instead (any words, but the recognizer then
+    hears the room all the time). A file that sets wake_phrase and not wake_word means "". """
+    wake_phrase: str = ""
+    """For start = "wake" with wake_word = "": the words that open a session."""
     idle_end_s: float = 0.0
     """End a session after this many seconds with nothing said or played (0: never). The next
     session starts with an empty history."""
@@ -446,6 +453,8 @@ class Config:
             uses.append(ModelUse("llm", self.llm.model, "llm.model"))
         if self.vad.end_model != END_MODEL_OFF:
             uses.append(ModelUse("turn", self.vad.end_model, "vad.end_model"))
+        if self.session.start == "wake" and self.session.wake_word:
+            uses.append(ModelUse("wake", self.session.wake_word, "session.wake_word"))
         return uses
 
 
@@ -463,7 +472,7 @@ class ModelUse:
     """One model a config refers to."""
 
     kind: str
-    """"vad", "stt", "llm", "tts" or "turn" (the end-of-turn model)."""
+    """"vad", "stt", "llm", "tts", "turn" (the end-of-turn model) or "wake"."""
     reference: str
     """A model name from the manifest, or a path."""
     key: str

@@ -218,9 +218,7 @@ def check_not_writable_by_others(path: Path) -> None:
 def parse_config(text: str, source: str) -> Config:
     data = parse_toml(text, source)
     config: Config = _build(Config, data, source, "")
-    if config.session.start == "wake" and not validate.has_visible_text(config.session.wake_phrase):
-        raise ConfigError(source, "session.wake_phrase",
-                          'must name the words that open a session when start = "wake"')
+    config = _check_wake(config, data.get("session", {}), source)
     vad = config.vad
     if vad.speculate_after_ms > min(vad.end_silence_ms, vad.end_silence_complete_ms):
         raise ConfigError(source, "vad.speculate_after_ms",
@@ -301,6 +299,24 @@ def _check_llm_room(llm: LlmConfig, source: str) -> None:
         validate.warn(source, "llm.context_tokens",
                       f"leaves {room} tokens for the prompt after llm.max_tokens: the system "
                       "prompt and the remembered turns are cut to fit")
+
+
+def _check_wake(config: Config, written: dict[str, Any], source: str) -> Config:
+    """One way to wake: a wake_phrase written without a wake_word means the phrase."""
+    session = config.session
+    if "wake_phrase" in written and "wake_word" not in written:
+        session = dataclasses.replace(session, wake_word="")
+    if session.start == "wake" and not session.wake_word and not validate.has_visible_text(
+            session.wake_phrase):
+        raise ConfigError(source, "session.wake_phrase",
+                          'must name the words that open a session when start = "wake" and '
+                          'wake_word = "" (or set wake_word to a wake word model, e.g. '
+                          '"okay-nabu")')
+    if session.wake_word and validate.has_visible_text(session.wake_phrase):
+        raise ConfigError(source, "session.wake_phrase",
+                          f"wake_word = {session.wake_word!r} hears the wake word itself: "
+                          "remove wake_phrase, or set wake_word = \"\" to wake on the phrase")
+    return dataclasses.replace(config, session=session)
 
 
 def _build(cls: type[Any], table: dict[str, Any], source: str, prefix: str) -> Any:

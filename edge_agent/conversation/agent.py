@@ -11,7 +11,6 @@ barge in, or resume after a backchannel, a cough or the agent's own echo.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import Callable
 
@@ -32,8 +31,9 @@ from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnTaking
+from edge_agent.conversation.upkeep import Upkeep
 from edge_agent.conversation.utterance import Utterance
-from edge_agent.conversation.wake import after_wake_phrase
+from edge_agent.conversation.wake import after_wake_phrase, after_wake_word
 from edge_agent.engines.base import Transcript
 from edge_agent.events import (
     EventLog,
@@ -100,7 +100,6 @@ class Conversation:
                                    echo or EchoFilter()),
             responder=self._responder, log=log, stt_thread=self._stt_thread,
             partial=engines.stt.partial)
-        self._knowledge = knowledge
         self._talk = TalkButton() if settings.push_to_talk else None
         self._recognition = Recognition(
             stt=engines.stt, stt_thread=self._stt_thread, endpoint=settings.endpoint,
@@ -111,7 +110,8 @@ class Conversation:
         self._hearing = False
         self._user_turns = 0
         self._session = 0
-        self._folding: asyncio.Task[None] | None = None
+        self._upkeep = Upkeep(settings, self._clock, self._responder, self.memory,
+                              knowledge is not None)
         self.started = asyncio.Event()
         """Set once start-up is done: a session resumed or opened, its greeting begun if it
         has one, and the loop about to listen."""
@@ -148,54 +148,19 @@ class Conversation:
             self._responder.prewarm()
             if resumed is None and self._settings.session_start == "immediate":
                 self._open_session("start-up", greet=True)
-            upkeep = asyncio.create_task(self._upkeep(), name="memory-upkeep")
+            upkeep = asyncio.create_task(self._upkeep.run(lambda: self.busy),
+                                         name="memory-upkeep")
             self.started.set()
             await self._listen()
         finally:
             if upkeep is not None:
                 upkeep.cancel()
-            await self._stop_folding()
+            await self._upkeep.stop_folding()
             await self._responder.stop()
             self._stt_thread.close()
             if self._sound is not None:
                 self._sound.close()
             self._responder.close()
-
-    async def _upkeep(self) -> None:
-        """Checkpoint the playing unit; look at the knowledge files every reload interval; while
-        idle, move the window a step when its summary is ready (then prewarm the new prefix),
-        and start the next summary when one is due."""
-        interval = self._settings.checkpoint_ms / 1000
-        looked = self._clock.now()
-        while True:
-            await self._clock.sleep(interval)
-            self._responder.checkpoint()
-            reload_s = self._settings.knowledge_reload_s
-            if (self._knowledge is not None and not self.busy
-                    and self._clock.now() - looked >= reload_s):
-                looked = self._clock.now()
-                await self._responder.refresh_knowledge()
-            if self.busy or not self._responder.model_idle:
-                # A prewarm in progress would be stale once the window moved: it finishes
-                # (or a reply stops it) first.
-                continue
-            self.memory.apply_ready_fold()
-            self._responder.prewarm()  # nothing to do unless the prompt changed
-            if (self.memory.fold_due() and self._responder.model_idle
-                  and (self._folding is None or self._folding.done())):
-                # Armed here, in the same step as the checks: speech beginning from now on
-                # stops the summary (cleared inside `fold`, an onset between this line and
-                # its first step was lost and the summary ran its ~5 s to the end).
-                self.memory.stop_background.clear()
-                self._folding = asyncio.create_task(
-                    self.memory.fold(self._responder.run_on_model), name="fold")
-
-    async def _stop_folding(self) -> None:
-        folding, self._folding = self._folding, None
-        if folding is not None and not folding.done():
-            self.memory.stop_background.set()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await folding
 
     async def _listen(self) -> None:
         mic, stt = self._mic, self._engines.stt
@@ -210,6 +175,7 @@ class Conversation:
         last_activity = 0.0
         utterance: Utterance | None = None
         idle_end = self._settings.idle_end_s
+        wake = self._engines.wake
         # Asked on the audio thread: `busy` and `idle` only read flags (and a task's done()).
         async for frame in paced_frames(mic, lambda: self.busy or not segmenter.idle):
             if self._responder.failure is not None:
@@ -223,6 +189,7 @@ class Conversation:
             # The onset's run-up is heard as it came: a phrase's first sounds are quieter
             # than the syllable that opens the gate.
             recent.append(frame)
+            woke = wake is not None and wake.heard(frame)
             if self._gate is not None:  # before anything hears it: VAD, recognizer, kept audio
                 frame = self._gate.admit(frame, segmenter.in_speech)
             started = segmenter.push(self._engines.vad.speech_probability(frame))
@@ -231,6 +198,12 @@ class Conversation:
                 last_activity = audio_time
             elif self._session and idle_end and audio_time - last_activity >= idle_end:
                 await self._end_session()
+            if woke:
+                utterance = await self._wake_word(utterance, after_wake_word(recent, frame_ms),
+                                                  segmenter.in_speech, audio_time)
+                continue
+            if started and wake is not None and not self._session:
+                continue  # waiting for the wake word: nothing is transcribed
             if started:
                 self._hearing = True
                 self.memory.stop_background.set()  # a summary in progress yields the model
@@ -250,6 +223,8 @@ class Conversation:
                 utterance.keep(heard)
                 continue
             if utterance is None:
+                if wake is not None and segmenter.silence_ms >= self._settings.endpoint.unknown_ms:
+                    segmenter.end()  # while waiting for the wake word, speech is only segmented
                 continue
             await self._recognition.hear(utterance, frame, segmenter.silence_ms,
                                            self._user_turns + 1, bool(self._session))
@@ -269,7 +244,7 @@ class Conversation:
                 spoken_ms = segmenter.speech_ms - segmenter.silence_ms
                 self._log.publish(UserSpeechEnded(audio_time, round(segmenter.silence_ms),
                                                   verdict(utterance.sound)))
-                if self._caller_audio is not None:
+                if self._caller_audio is not None and not utterance.woke:
                     self._caller_audio.caller_ends()
                 segmenter.end()
                 ended, utterance, self._utterance = utterance, None, None
@@ -288,6 +263,9 @@ class Conversation:
         if utterance.words is not None:
             speculated = await utterance.words
         transcript = await self._stt_thread.call(stt.end)
+        if self._caller_audio is not None and utterance.woke:
+            # After the wake word said alone, only its silence was heard: nothing to keep.
+            self._caller_audio.caller_ends(keep=bool(transcript.text.strip()))
         self._hearing = False
         prepared = utterance.prepared
         if prepared is not None and transcript.text.strip() != speculated:
@@ -299,11 +277,15 @@ class Conversation:
                                                        audio_time)):
             return
         await self._user_turn(transcript, audio_time, prepared,
-                              speculated=utterance.words is not None)
+                              speculated=utterance.words is not None, woke=utterance.woke)
 
     async def _user_turn(self, transcript: Transcript, audio_time: float,
-                         prepared: PreparedReply | None, speculated: bool) -> None:
+                         prepared: PreparedReply | None, speculated: bool,
+                         woke: bool = False) -> None:
         text = transcript.text.strip()
+        if not text and woke and self._settings.greeting and not self.replying:
+            self._responder.start(turn=0)  # the wake word alone: the greeting answers it
+            return
         if not text:
             self._log.publish(TurnDropped(audio_time))
             return
@@ -327,6 +309,36 @@ class Conversation:
         if not speculated:
             self._log.publish(TurnStage(self._user_turns, "transcript", speculative=False))
         self._responder.start(self._user_turns, prepared, asked=text)
+
+    async def _wake_word(self, utterance: Utterance | None, after: bytes, in_speech: bool,
+                         audio_time: float) -> Utterance | None:
+        """The wake word ended in this frame (`after`: the audio since it ended). Waiting, it
+        opens a session: what the caller says next is their first turn (if nothing, the
+        greeting answers the word). Over the agent's voice it is a barge-in. Either way, an
+        utterance's words start after it: the recognizer hears only `after` from here on."""
+        stt = self._engines.stt
+        if not self._session:
+            self._open_session("wake", greet=not in_speech)
+            if not in_speech:
+                return None
+            self._hearing = True
+            self.memory.stop_background.set()
+            self._log.publish(UserSpeechStarted(audio_time))
+            utterance = self._utterance = Utterance(
+                None, keep_bytes=self._sound.audio_bytes if self._sound else 0, woke=True)
+        elif self.replying:
+            await self._interruptions.barge_in("", by="wake")
+        if utterance is None or utterance.words is not None:
+            return utterance  # a speculation has the words already: they stay as they are
+        if utterance.overlap is not None:
+            utterance.overlap.decided = True
+        await self._stt_thread.call(stt.begin)
+        await self._stt_thread.call(stt.feed, after)
+        if self._caller_audio is not None:
+            self._caller_audio.caller_begins(after)  # what is kept starts there too
+        utterance.audio.clear()
+        utterance.keep(after)
+        return utterance
 
     def _open_session(self, how: str, greet: bool) -> None:
         self.memory.open_session(how)

@@ -18,6 +18,7 @@ from edge_agent.engines.base import (
     TextToSpeech,
     TurnEndModel,
     VoiceActivityDetector,
+    WakeWordDetector,
 )
 from edge_agent.engines.cpu_share import CpuShare
 from edge_agent.heard.truncation import HeardPolicy
@@ -52,9 +53,11 @@ class ConversationSettings:
     not run and the reply ends."""
     session_start: str
     """"immediate" (greet at once), "speech" (the first speech opens a session and is answered)
-    or "wake" (an utterance holding `wake_phrase` opens it)."""
+    or "wake" (the wake word model, `Engines.wake`, hears its word; without one, an utterance
+    holding `wake_phrase` opens it)."""
     wake_phrase: str
-    """For session_start = "wake": words that open a session (matched case-insensitively)."""
+    """For session_start = "wake" without a wake word model: words that open a session (matched
+    case-insensitively in the transcript)."""
     idle_end_s: float
     """A session with nothing said or played for this long ends; the next starts fresh
     (0: sessions never end)."""
@@ -83,3 +86,6 @@ class Engines:
     cpu: CpuShare | None = None
     """Where the engines share the cores; the loop marks when the listener waits for the voice
     (None: nothing is shared)."""
+    wake: WakeWordDetector | None = None
+    """With session_start = "wake": the model that hears the wake word (None: the wake phrase
+    is looked for in the transcripts)."""

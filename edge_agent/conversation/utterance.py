@@ -39,6 +39,9 @@ class Utterance:
     """A reading of the words for the screen, running or done."""
     samples_since_reading: int = 0
     """Speech samples heard since that reading was asked."""
+    woke: bool = False
+    """It began with the wake word that opened the session: its words are what followed the
+    word (nothing: the wake word alone, which the greeting answers)."""
 
     @property
     def callers(self) -> bool:

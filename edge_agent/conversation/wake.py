@@ -1,8 +1,21 @@
-"""`[session] start = "wake"`: a session opens when an utterance holds the wake phrase."""
+"""`[session] start = "wake"`: a session opens on the wake word (a model hears it, while
+nothing is transcribed) or, without a model, on an utterance holding the wake phrase."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+WAKE_LOOKBACK_MS = 64
+"""A wake word model fires 0-150 ms after the word's last sound: the caller's next words are
+heard from this much before it fires (a fluent "Okay Nabu what time is it" keeps its "what";
+Moonshine transcribes the wake word's last sliver, if any, as nothing)."""
+
+
+def after_wake_word(recent: Sequence[bytes], frame_ms: float) -> bytes:
+    """Of the last frames heard, those that are after the wake word (see WAKE_LOOKBACK_MS)."""
+    frames = max(1, round(WAKE_LOOKBACK_MS / frame_ms))
+    return b"".join(list(recent)[-frames:])
 
 
 def after_wake_phrase(text: str, wake_phrase: str) -> str | None:

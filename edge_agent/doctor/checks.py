@@ -284,9 +284,11 @@ def _dbfs(level: float) -> float:
 
 def model_names(context: Context) -> Sequence[str]:
     """Always these (the LLM line says so when it is scripted), and the end-of-turn model's
-    when one is configured."""
-    turn = ("turn",) if context.config.vad.end_model != END_MODEL_OFF else ()
-    return tuple(f"model {kind}" for kind in ("vad", "stt", "tts", "llm", *turn))
+    and the wake word's when they are configured."""
+    config = context.config
+    turn = ("turn",) if config.vad.end_model != END_MODEL_OFF else ()
+    wake = ("wake",) if config.session.start == "wake" and config.session.wake_word else ()
+    return tuple(f"model {kind}" for kind in ("vad", "stt", "tts", "llm", *turn, *wake))
 
 
 def models(context: Context, emit: Emit) -> None:

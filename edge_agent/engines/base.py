@@ -100,6 +100,20 @@ class VoiceActivityDetector(Protocol):
     def reset(self) -> None: ...
 
 
+class WakeWordDetector(Protocol):
+    """Hears one wake word in a stream of audio (int16 mono at `sample_rate`)."""
+
+    sample_rate: int
+    phrase: str
+    """The words it hears, for messages ("Okay Nabu")."""
+
+    def heard(self, pcm: bytes) -> bool:
+        """Take the next audio; True when the wake word ended in it (once per saying)."""
+        ...
+
+    def reset(self) -> None: ...
+
+
 class SpeechRecognizer(Protocol):
     sample_rate: int
 

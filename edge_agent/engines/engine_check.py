@@ -42,8 +42,9 @@ CHECK_TIMEOUT_S = 300.0
 CACHE_NAME = "engine-checks.json"
 _NAMES = {"vad": "the voice activity detector (onnxruntime)", "stt": "the recognizer",
           "tts": "the voice (Piper on onnxruntime)", "llm": "the LLM (llama.cpp)",
-          "turn": "the end-of-turn model (onnxruntime)"}
-_RUNTIMES = {"vad": ("onnxruntime",), "turn": ("onnxruntime",),
+          "turn": "the end-of-turn model (onnxruntime)",
+          "wake": "the wake word model (TensorFlow Lite)"}
+_RUNTIMES = {"vad": ("onnxruntime",), "turn": ("onnxruntime",), "wake": ("pymicro-wakeword",),
              "tts": ("onnxruntime", "piper-tts"),
              "moonshine": ("onnxruntime",), "pocketsphinx": ("pocketsphinx",),
              "vosk": ("vosk",)}

@@ -116,10 +116,11 @@ class AudioKeeper:
         if self._caller is not None:
             self._caller.extend(pcm)
 
-    def caller_ends(self) -> None:
-        """The segment ended (its turn ended, or it was judged over the agent)."""
+    def caller_ends(self, keep: bool = True) -> None:
+        """The segment ended (its turn ended, or it was judged over the agent); not kept when
+        `keep` is False (nothing of the caller's words in it)."""
         audio, self._caller = self._caller, None
-        if audio:
+        if audio and keep:
             self._segments += 1
             self._keep(CALLER, f"c{self._segments}", self._caller_at, self._mic_rate,
                        bytes(audio))

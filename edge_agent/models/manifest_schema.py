@@ -20,7 +20,7 @@ from edge_agent.config.validate import TextRule, check_value
 from edge_agent.errors import ConfigError
 from edge_agent.printable import shown
 
-KINDS = ("vad", "stt", "llm", "tts", "turn")
+KINDS = ("vad", "stt", "llm", "tts", "turn", "wake")
 HASHES_FILE = ".sha256"
 """The hash record fetch.py writes in each model's directory (no download may be saved there)."""
 _SHA256 = re.compile(r"[0-9a-f]{64}")

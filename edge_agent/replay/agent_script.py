@@ -109,8 +109,14 @@ def agent_script(requests: Sequence[LlmRequestRecord], timeline: Timeline) -> Ag
         notes.append(f"turn {number}{_of_run(run)}: {len(units)} unit(s) with no model request "
                      "to match; not said again")
     results = tuple(result for key in sorted(tools) for result in tools[key])
-    return AgentScript(SESSION_START.get(how, "immediate"), greeting, tuple(replies), results,
-                       tuple(notes))
+    session_start = SESSION_START.get(how, "immediate")
+    if how == "wake" and not _phrase_woke(events, started[0]):
+        # Nothing of the wake word is kept (the room is not recorded while waiting): the
+        # replay opens the session as the word did, greeting or answering the first words.
+        session_start = "immediate" if greeting else "speech"
+        notes.append("the session was opened by the wake word model: the replay opens it at "
+                     "the start")
+    return AgentScript(session_start, greeting, tuple(replies), results, tuple(notes))
 
 
 Turn = tuple[int, int]
@@ -196,6 +202,13 @@ def _unit_turns(events: Sequence[TimedEvent[Event]]) -> dict[str, Turn]:
             continue
         stopping = False
     return turns
+
+
+def _phrase_woke(events: Sequence[TimedEvent[Event]], opened: TimedEvent[Event]) -> bool:
+    """Whether the wake session `opened` was opened by a wake phrase (a user turn right before
+    it), not by the wake word model."""
+    index = events.index(opened)
+    return index > 0 and isinstance(events[index - 1].event, UserTurn)
 
 
 def _answered(events: Sequence[TimedEvent[Event]], index: int) -> bool:
