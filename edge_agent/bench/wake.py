@@ -225,10 +225,12 @@ def table(result: WakeResult) -> str:
     lines = [f"wake words: {len(result['voices'])} voices x 2 sayings x {len(conditions)} "
              f"conditions = {result['trials_per_model']} trials each; "
              f"{result['room_speech_minutes']:g} min of room speech without them",
-             f"  {'model':<12} {'detected':>9} " + " ".join(f"{c:>8}" for c in conditions)
+             f"  {'model':<12} {'detected':>9} "
+             + " ".join(f"{c:>{max(8, len(c))}}" for c in conditions)
              + f" {'wake->listen p50/p95':>21} {'false/h':>8} {'near misses':>12} {'CPU':>6}"]
     for word in result["models"]:
-        per = " ".join(f"{d[0]:>4}/{d[1]:<3}" for d in word["detected"].values())
+        per = " ".join(f"{f'{d[0]}/{d[1]}':>{max(8, len(c))}}"
+                       for c, d in word["detected"].items())
         latency = word["latency_ms"]
         timing = (f"{latency['p50']:.0f}/{latency['p95']:.0f} ms" if latency.get("n")
                   else "-")

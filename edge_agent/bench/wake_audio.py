@@ -11,7 +11,12 @@ silence before and after:
   (a café);
 - **echo**: the agent's own voice at echo gain 1.0 through a furnished room (40 ms, RT60 150 ms)
   talking for 3 s before the caller and on, through the agent's echo canceller (WebRTC's AEC3)
-  with the agent's voice as its reference: the wake word said over the agent, as it is heard.
+  with the agent's voice as its reference: the wake word said over the agent, as it is heard;
+- **cafe**: `bench rooms`' café (8 x 6 x 3 m, RT60 400 ms, image sources): the caller 0.5 m in
+  front of the kiosk, the two talkers at their spots 2.9 and 3.6 m away, each 10 dB under the caller
+  at the microphone; one microphone;
+- **cafe-array**: the same room heard by a 4-mic board (respeaker-4mic-hat) and the agent's
+  beamformer steered at the caller.
 
 The speech without the wake words: kiosk questions and everyday talk at home and in a café
 (its "okay", "hey" and "Alex" included) by every voice, one talker after another with pauses, a
@@ -29,14 +34,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge_agent.audio.beamformer import Beamformer, design_filters
 from edge_agent.audio.device import MIC_FRAME, MIC_RATE
 from edge_agent.audio.echo_cancel import WebRtcProcessing
+from edge_agent.audio.pcm import fft_convolve
 from edge_agent.audio.room import Room, RoomEcho, RoomNoise
+from edge_agent.audio.room_acoustics import render
 from edge_agent.bench.clipset import BABBLE_LINES, SENTENCES
+from edge_agent.config import Config
 from edge_agent.demo.voices import VOICES, Voice, espeak, speak
 from edge_agent.engines.tts import PiperSpeech
 
-CONDITIONS = ("quiet", "noise", "talkers", "echo")
+CONDITIONS = ("quiet", "noise", "talkers", "echo", "cafe", "cafe-array")
 NOISE_DBFS = -35.0
 TALKERS_UNDER_DB = 10.0
 ECHO_GAIN = 1.0
@@ -125,6 +134,7 @@ class Conditions:
 
     def __init__(self, piper: PiperSpeech, seed: int) -> None:
         self._seed = seed
+        self._cafe: Cafe | None = None
         self._talkers = [np.frombuffer(espeak(" ".join(BABBLE_LINES[i:] + BABBLE_LINES[:i]),
                                               v.espeak_voice, v.words_per_minute, v.pitch),
                                        dtype=np.int16).astype(np.float64)
@@ -161,7 +171,54 @@ class Conditions:
             if self._canceller is None:
                 self._canceller = WebRtcProcessing(MIC_RATE)
             return cancel_echo(self._canceller, near, far)[lead:], saying.speech_end
+        if condition in ("cafe", "cafe-array"):
+            if self._cafe is None:
+                self._cafe = Cafe()
+            rng = np.random.default_rng([self._seed, trial])
+            talk = [np.resize(np.roll(t, -int(rng.integers(len(t)))), len(x))
+                    for t in self._talkers]
+            return self._cafe.heard(x, talk, condition == "cafe-array"), saying.speech_end
         raise ValueError(f"unknown condition {condition!r}")
+
+
+class Cafe:
+    """`bench rooms`' café and its 4-mic board, the rooms rendered once (pyroomacoustics, the
+    `[rooms]` extra)."""
+
+    def __init__(self) -> None:
+        from edge_agent.bench.rooms_arrays import CAFE, SETUPS
+
+        layout = CAFE.layout
+        assert layout is not None
+        [board] = [setup for setup in SETUPS if setup.array == "respeaker-4mic-hat"]
+        audio = board.config(Config()).audio
+        array = audio.mic_array()
+        assert array is not None
+        self._array = array
+        self._responses = render(layout, CAFE.reverb_ms, array.centred_m,
+                                 [layout.talker_at(i, None) for i in range(len(TALKER_VOICES))],
+                                 MIC_RATE)
+        self._filters = design_filters(array, MIC_RATE, audio.look_azimuth_deg,
+                                       audio.look_elevation_deg, audio.beamformer)
+
+    def heard(self, caller: np.ndarray, talkers: Sequence[np.ndarray], steered: bool
+              ) -> np.ndarray:
+        """What the first microphone (or, `steered`, the beamformer) hears of the caller and
+        the talkers, each talker 10 dB under the caller at the first microphone."""
+        mics = _through(caller, self._responses.caller)
+        level = active_rms(mics[:, 0]) * 10 ** (-TALKERS_UNDER_DB / 20)
+        for talker, response in zip(talkers, self._responses.talkers, strict=True):
+            talking = _through(talker, response)
+            mics += talking * level / active_rms(talking[:, 0])
+        if not steered:
+            return mics[:, 0]
+        return Beamformer(self._array, self._filters).steer(mics)
+
+
+def _through(signal: np.ndarray, responses: np.ndarray) -> np.ndarray:
+    """`signal` as each microphone hears it (samples x microphones), as long as `signal`."""
+    return np.stack([fft_convolve(signal, response)[:len(signal)] for response in responses],
+                    axis=1)
 
 
 def active_rms(samples: np.ndarray) -> float:

@@ -226,8 +226,9 @@ class SessionConfig:
     wake_phrase: str = ""
     """For start = "wake" with wake_word = "": the words that open a session."""
     idle_end_s: float = 0.0
-    """End a session after this many seconds with nothing said or played (0: never). The next
-    session starts with an empty history."""
+    """End a session after this many seconds with nothing said or played (0: never; not allowed
+    with start = "wake" and a wake_word: the room would be transcribed from the first wake on).
+    The next session starts with an empty history."""
 
 
 ANONYMOUS = "anonymous"

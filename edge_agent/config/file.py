@@ -312,6 +312,11 @@ def _check_wake(config: Config, written: dict[str, Any], source: str) -> Config:
                           'must name the words that open a session when start = "wake" and '
                           'wake_word = "" (or set wake_word to a wake word model, e.g. '
                           '"okay-nabu")')
+    if session.start == "wake" and session.wake_word and not session.idle_end_s:
+        raise ConfigError(source, "session.idle_end_s",
+                          "must end a session opened by the wake word (0 never ends it, and "
+                          "the room would be transcribed from the first wake on): set it, "
+                          "e.g. idle_end_s = 30")
     if session.wake_word and validate.has_visible_text(session.wake_phrase):
         raise ConfigError(source, "session.wake_phrase",
                           f"wake_word = {session.wake_word!r} hears the wake word itself: "
