@@ -63,9 +63,13 @@ class FakeWakeWord:
     sample_rate = 16000
     phrase = "Okay Fake"
 
-    def __init__(self, word_s: float = 0.3) -> None:
+    def __init__(self, word_s: float = 0.3, late_s: float = 0.0) -> None:
+        """`late_s`: it fires this long after the tone ended (a model hears a word's end and a
+        few windows more)."""
         self._word_samples = int(word_s * self.sample_rate)
+        self._late_samples = int(late_s * self.sample_rate)
         self._run = 0
+        self._since: int | None = None
         self.heard_samples = 0
         """Every sample it was given."""
 
@@ -75,11 +79,20 @@ class FakeWakeWord:
         if np.abs(samples).min() >= WAKE_LEVEL:
             self._run += len(samples)
             return False
-        word, self._run = self._run >= self._word_samples, 0
-        return word
+        if self._run >= self._word_samples:
+            self._since = 0
+        self._run = 0
+        if self._since is None:
+            return False
+        self._since += len(samples)
+        if self._since > self._late_samples:
+            self._since = None
+            return True
+        return False
 
     def reset(self) -> None:
         self._run = 0
+        self._since = None
 
 
 class FakeVad:

@@ -233,3 +233,14 @@ barge_in_after = 3.0
     users = [t["text"].lower().strip(" ?.") for t in record["turns"] if t["role"] == "user"]
     assert users == ["when do you open", "and on sundays"]
     assert "barge-in by the wake word" in result.stdout
+
+
+def test_bench_service_asks_after_the_wake_word_when_the_agent_waits_for_one() -> None:
+    from edge_agent.bench.service import QUESTION, asked
+
+    question = "what time do you open tomorrow?"
+    assert QUESTION.lower() == question and asked(Config()) == QUESTION
+    wake = SessionConfig(start="wake", idle_end_s=30)
+    assert asked(Config(session=wake)) == f"Okay Nabu, {question}"
+    phrase = SessionConfig(start="wake", wake_word="", wake_phrase="hello kiosk")
+    assert asked(Config(session=phrase)) == f"hello kiosk, {question}"

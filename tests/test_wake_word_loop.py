@@ -11,6 +11,7 @@ from edge_agent.events import (
     PlaybackStarted,
     SessionEnded,
     SessionStarted,
+    SpeculationCancelled,
     UnitFinalized,
     UserSpeechStarted,
     UserTurn,
@@ -133,3 +134,24 @@ async def test_only_the_callers_words_are_kept_never_the_room_or_the_wake_word(
     # Each holds the words after the wake word: ~0.6 s and the silence that ended the turn.
     assert all(0.6 <= c.seconds <= 1.1 for c in clips), [c.seconds for c in clips]
     assert [t.text for t in h.events(UserTurn)] == ["what time do you open", "and on sundays"]  # type: ignore[attr-defined]
+
+
+async def test_in_an_open_session_the_words_start_after_the_wake_word_even_past_a_pause() -> None:
+    # The model fires 0.2 s after the word: the pause after it was already taken for the end of
+    # the words so far (speculated, an answer prepared); those are dropped, and the recognizer
+    # hears again from the word's end.
+    h = Harness(transcripts=["", "what time do you open"], replies=["Yes?", "At nine."],
+                greeting="Yes?", wake=FakeWakeWord(late_s=0.2),
+                overrides={"session_start": "wake", "idle_end_s": 30.0})
+    task = await h.start()
+    h.mic.say(wake_word(0.5))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)  # "Yes?"
+    h.mic.say(wake_word(0.5) + bytes(2 * RATE // 4) + speech(0.8))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 2)
+    await stop(task)
+    assert "the wake word" in [e.reason for e in h.events(SpeculationCancelled)]  # type: ignore[attr-defined]
+    assert [t.text for t in h.events(UserTurn)] == ["what time do you open"]  # type: ignore[attr-defined]
+    assert h.llm.requests[-1][-1] == {"role": "user", "content": "what time do you open"}
+    # From 64 ms before the model fired: the pause's end, the words, the silence after them.
+    fed = recognizer(h).fed_samples / RATE
+    assert 0.8 <= fed < 0.8 + 0.1 + 0.5, fed

@@ -269,13 +269,30 @@ def _ask(pulse: PulseServer, listener: NotifyListener, question: Path, work: Pat
     return said, speaking, sum(end - start for start, end in audible_spans(samples, 0))
 
 
+def asked(config: Config) -> str:
+    """The question as the caller says it: after the wake word (or phrase) when the agent
+    waits for one (`[session] start = "wake"`)."""
+    session = config.session
+    if session.start != "wake":
+        return QUESTION
+    question = QUESTION[0].lower() + QUESTION[1:]
+    if not session.wake_word:
+        return f"{session.wake_phrase}, {question}"
+    from edge_agent.engines.wake_word import model_phrase
+    from edge_agent.models.catalog import load_catalog
+
+    catalog = load_catalog(config.models_dir, config_source=config.source)
+    path = catalog.resolve(session.wake_word, "wake", "session.wake_word", config.source)
+    return f"{model_phrase(path)}, {question}"
+
+
 def _question_wav(config: Config, voice: TextToSpeech | None, path: Path) -> Path:
     """A caller's question in the configured voice, at the microphone's rate, padded with
     silence: what the agent must answer once its microphone is back."""
     from edge_agent.app import load_voice
     from edge_agent.audio.pcm import resample, silence, write_wav
 
-    speech = (voice or load_voice(config)).synthesize(QUESTION)
+    speech = (voice or load_voice(config)).synthesize(asked(config))
     pad = silence(int(QUESTION_PAD_S * MIC_RATE))
     write_wav(path, pad + resample(speech.pcm, speech.sample_rate, MIC_RATE) + pad, MIC_RATE)
     return path

@@ -328,8 +328,12 @@ class Conversation:
                 None, keep_bytes=self._sound.audio_bytes if self._sound else 0, woke=True)
         elif self.replying:
             await self._interruptions.barge_in("", by="wake")
-        if utterance is None or utterance.words is not None:
-            return utterance  # a speculation has the words already: they stay as they are
+        if utterance is None:
+            return None
+        if utterance.words is not None:  # worked out at the pause before the word ended
+            await self._recognition.drop_speculation(utterance, "the wake word",
+                                                     self._user_turns + 1)
+            utterance.held.clear()
         if utterance.overlap is not None:
             utterance.overlap.decided = True
         await self._stt_thread.call(stt.begin)

@@ -53,7 +53,7 @@ class Recognition:
             utterance.overlap.add(frame)
         if silence_ms == 0:
             if utterance.words is not None:
-                await self._drop_speculation(utterance, "speech resumed", turn)
+                await self.drop_speculation(utterance, "speech resumed", turn)
             if utterance.held:
                 await self._stt_thread.call(stt.feed, b"".join(utterance.held))
                 utterance.held.clear()
@@ -95,7 +95,9 @@ class Recognition:
             utterance.prepared = await self._responder.prepare(turn, words)
         return words
 
-    async def _drop_speculation(self, utterance: Utterance, reason: str, turn: int) -> None:
+    async def drop_speculation(self, utterance: Utterance, reason: str, turn: int) -> None:
+        """Forget the words worked out ahead (and the answer prepared from them): the
+        utterance goes on, or its words start again."""
         sound, utterance.sound = utterance.sound, None
         if sound is not None:
             sound.cancel()  # its thread finishes the call; the answer is not waited for

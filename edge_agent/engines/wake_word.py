@@ -105,6 +105,13 @@ class MicroWakeWordDetector:
         self._model.close()
 
 
+def model_phrase(path: Path) -> str:
+    """The words the model at `path` (its JSON or .tflite) hears, as its JSON writes them;
+    ModelFileError as the detector's for a JSON that is not a model's."""
+    phrase: str = _settings(settings_file(path))["wake_word"]
+    return phrase
+
+
 def _library(runtime: Any) -> Path:
     """TensorFlow Lite's C library inside the wheel."""
     found = sorted((Path(runtime.__file__).parent / "lib").glob("*tensorflowlite_c.*"))
