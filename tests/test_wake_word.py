@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_agent.audio.pcm import resample
+from edge_agent.audio.pcm import to_pcm
+from edge_agent.bench import wake_audio
 from edge_agent.bench.wake import frames_heard
 from edge_agent.config import Config, SessionConfig
 from edge_agent.conversation.wake import after_wake_word
+from edge_agent.demo.voices import Voice
 from edge_agent.engines.moonshine import MoonshineRecognizer
 from edge_agent.engines.tts import PiperSpeech, make_voice_repeatable
 from edge_agent.engines.wake_word import MicroWakeWordDetector
@@ -38,17 +40,10 @@ def piper(model_path: Callable[[str], Path]) -> PiperSpeech:
     return PiperSpeech.load(voice, voice.with_name(voice.name + ".json"))
 
 
-def said(piper: PiperSpeech, text: str, length_scale: float = 1.0) -> bytes:
-    """`text` in Piper's voice at 16 kHz, with half a second of silence before and a second
-    after."""
-    audio = piper.synthesize(text, length_scale=length_scale)
-    return (bytes(RATE) + resample(audio.pcm, audio.sample_rate, RATE) + bytes(2 * RATE))
-
-
-def heard_in(detector: MicroWakeWordDetector, pcm: bytes) -> list[int]:
-    """The frames (the loop's, 32 ms) in which the detector heard its word, from a fresh
-    start."""
-    return frames_heard(detector, np.frombuffer(pcm, dtype=np.int16).astype(np.float64))
+def said(piper: PiperSpeech, text: str, length_scale: float = 1.0) -> np.ndarray:
+    """`text` in Piper's voice at 16 kHz, a second of silence either side (`bench wake`'s)."""
+    return wake_audio.said(piper, Voice("piper", "piper", length_scale=length_scale),
+                           text).samples
 
 
 @pytest.mark.parametrize("name", WORDS)
@@ -57,10 +52,10 @@ def test_each_wake_word_is_heard_once_per_saying_and_not_in_other_speech(
     detector = MicroWakeWordDetector(model_path(name))
     assert detector.phrase == WORDS[name]
     for speed in (0.9, 1.25):
-        assert len(heard_in(detector, said(piper, WORDS[name] + ".", speed))) == 1, speed
+        assert len(frames_heard(detector, said(piper, WORDS[name] + ".", speed))) == 1, speed
     other = said(piper, "Hello there. What time do you open today? Thank you, and goodbye.")
-    assert heard_in(detector, other) == []
-    assert heard_in(detector, bytes(4 * RATE)) == []
+    assert frames_heard(detector, other) == []
+    assert frames_heard(detector, np.zeros(4 * RATE)) == []
 
 
 def test_what_follows_the_wake_word_is_all_the_recognizer_hears(
@@ -68,8 +63,9 @@ def test_what_follows_the_wake_word_is_all_the_recognizer_hears(
     detector = MicroWakeWordDetector(model_path("okay-nabu"))
     moonshine = MoonshineRecognizer(model_path("moonshine-base-en"))
     for text, after in (("Okay Nabu, what time is it?", "what time is it"), ("Okay Nabu.", "")):
-        pcm = said(piper, text)
-        [at] = heard_in(detector, pcm)
+        samples = said(piper, text)
+        [at] = frames_heard(detector, samples)
+        pcm = to_pcm(samples)
         frames = [pcm[2 * FRAME * i:2 * FRAME * (i + 1)] for i in range(at + 1)]
         moonshine.begin()
         moonshine.feed(after_wake_word(frames, 1000 * FRAME / RATE) + pcm[2 * FRAME * (at + 1):])

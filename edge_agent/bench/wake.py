@@ -28,6 +28,7 @@ from typing import TypedDict
 import numpy as np
 
 from edge_agent.audio.device import MIC_FRAME, MIC_RATE
+from edge_agent.audio.pcm import to_pcm
 from edge_agent.bench.stats import summarize
 from edge_agent.bench.wake_audio import (
     CONDITIONS,
@@ -37,12 +38,14 @@ from edge_agent.bench.wake_audio import (
     said,
     sayings,
     speakers,
+    speech_pool,
 )
-from edge_agent.demo.voices import Voice
 from edge_agent.engines.base import SpeechRecognizer, VoiceActivityDetector
 from edge_agent.engines.tts import PiperSpeech
 from edge_agent.engines.wake_word import MicroWakeWordDetector
 
+Pool = Sequence[tuple[str, np.ndarray]]
+"""Everyday lines by every voice (`wake_audio.speech_pool`)."""
 WAKE_MODELS = ("okay-nabu", "hey-jarvis", "alexa", "hey-mycroft")
 RECOGNIZER_MINUTES = 5.0
 """Room speech the always-on recognizer is timed on (it costs ~100x a wake model)."""
@@ -96,7 +99,7 @@ class WakeResult(TypedDict):
 def frames_heard(detector: MicroWakeWordDetector, samples: np.ndarray) -> list[int]:
     """The frames (32 ms) in which `detector` fired, from a fresh start."""
     detector.reset()
-    pcm = np.clip(np.round(samples), -32768, 32767).astype(np.int16).tobytes()
+    pcm = to_pcm(samples)
     return [at for at in range(len(pcm) // (2 * MIC_FRAME))
             if detector.heard(pcm[2 * MIC_FRAME * at:2 * MIC_FRAME * (at + 1)])]
 
@@ -118,14 +121,13 @@ def run_wake(piper: PiperSpeech, detectors: dict[str, MicroWakeWordDetector],
                 saying = said(piper, voice, text)
                 for condition in CONDITIONS:
                     trial += 1
-                    heard, speech_end = conditions.heard(saying, condition, trial)
-                    fired = frames_heard(detector, heard)
+                    fired = frames_heard(detector, conditions.heard(saying, condition, trial))
                     word["detected"][condition][0] += bool(fired)
                     word["detected"][condition][1] += 1
                     if not fired:
                         word["missed"].append(f"{voice.name} / {condition} / {text}")
                     elif condition == "quiet" and number == 0:
-                        latencies.append(1000 * ((fired[0] + 1) * MIC_FRAME - speech_end)
+                        latencies.append(1000 * ((fired[0] + 1) * MIC_FRAME - saying.speech_end)
                                          / MIC_RATE)
         detected = sum(d[0] for d in word["detected"].values())
         word["detection_rate"] = round(detected / max(1, trial), 4)
@@ -141,12 +143,13 @@ def run_wake(piper: PiperSpeech, detectors: dict[str, MicroWakeWordDetector],
                 if woke:
                     figures[name]["near_miss_texts"].append(f"{voice.name} / {text}")
     say(f"room speech without a wake word: {minutes:g} min")
-    vad_cpu, waiting_audio = _room(piper, voices, minutes, seed, detectors, vad, figures)
+    pool = speech_pool(piper, voices)
+    vad_cpu, waiting_audio = _room(pool, minutes, seed, detectors, vad, figures)
     for word in figures.values():
         word["false_wakes_per_hour"] = round(word["false_wakes"] * 3600 / waiting_audio, 2)
     recognizer_minutes = min(minutes, RECOGNIZER_MINUTES)
     say(f"the always-on recognizer ({recognizer[0]}): {recognizer_minutes:g} min")
-    always_on = _always_on(piper, voices, recognizer_minutes, seed, vad, recognizer[1])
+    always_on = _always_on(pool, recognizer_minutes, seed, vad, recognizer[1])
     vad_percent = round(100 * vad_cpu / waiting_audio, 2)
     nabu = figures.get("okay-nabu", next(iter(figures.values())))
     return WakeResult(
@@ -166,7 +169,7 @@ def _empty(name: str, phrase: str) -> WordFigures:
                        near_miss_texts=[], cpu_percent=0.0)
 
 
-def _room(piper: PiperSpeech, voices: Sequence[Voice], minutes: float, seed: int,
+def _room(pool: Pool, minutes: float, seed: int,
           detectors: dict[str, MicroWakeWordDetector], vad: VoiceActivityDetector,
           figures: dict[str, WordFigures]) -> tuple[float, float]:
     """Room speech through the VAD and every model, frame by frame as the loop feeds them:
@@ -177,11 +180,11 @@ def _room(piper: PiperSpeech, voices: Sequence[Voice], minutes: float, seed: int
     heard_samples = 0
     for detector in detectors.values():
         detector.reset()
-    for scene, text in room_speech(piper, voices, minutes, seed):
+    for scene, text in room_speech(pool, minutes, seed):
         stream = np.concatenate([carry, scene])
         whole = len(stream) // MIC_FRAME * MIC_FRAME
         carry = stream[whole:]
-        pcm = np.clip(np.round(stream[:whole]), -32768, 32767).astype(np.int16).tobytes()
+        pcm = to_pcm(stream[:whole])
         heard_samples += whole
         for at in range(0, len(pcm), 2 * MIC_FRAME):
             frame = pcm[at:at + 2 * MIC_FRAME]
@@ -201,13 +204,13 @@ def _room(piper: PiperSpeech, voices: Sequence[Voice], minutes: float, seed: int
     return vad_cpu, audio_s
 
 
-def _always_on(piper: PiperSpeech, voices: Sequence[Voice], minutes: float, seed: int,
+def _always_on(pool: Pool, minutes: float, seed: int,
                vad: VoiceActivityDetector, stt: SpeechRecognizer) -> float:
     """% of one core for the VAD on every frame and the recognizer on every scene of speech."""
     cpu = 0.0
     audio = 0
-    for scene, _ in room_speech(piper, voices, minutes, seed):
-        pcm = np.clip(np.round(scene), -32768, 32767).astype(np.int16).tobytes()
+    for scene, _ in room_speech(pool, minutes, seed):
+        pcm = to_pcm(scene)
         started = time.process_time()
         for at in range(0, len(pcm) - 2 * MIC_FRAME + 1, 2 * MIC_FRAME):
             vad.speech_probability(pcm[at:at + 2 * MIC_FRAME])

@@ -35,13 +35,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_agent.audio.beamformer import Beamformer, design_filters
-from edge_agent.audio.device import MIC_FRAME, MIC_RATE
+from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.echo_cancel import WebRtcProcessing
 from edge_agent.audio.pcm import fft_convolve
-from edge_agent.audio.room import Room, RoomEcho, RoomNoise
+from edge_agent.audio.room import Room, RoomNoise
 from edge_agent.audio.room_acoustics import render
 from edge_agent.bench.clipset import BABBLE_LINES, SENTENCES
+from edge_agent.bench.recording import audible_spans
+from edge_agent.bench.rooms_canceller import process, room_echo
 from edge_agent.config import Config
+from edge_agent.demo.talkers import active_level
 from edge_agent.demo.voices import VOICES, Voice, espeak, speak
 from edge_agent.engines.tts import PiperSpeech
 
@@ -122,8 +125,8 @@ class Said:
 
 def said(piper: PiperSpeech, voice: Voice, text: str) -> Said:
     speech = np.frombuffer(speak(piper, voice, text), dtype=np.int16).astype(np.float64)
-    loud = np.flatnonzero(np.abs(speech) > 300)
-    end = int(loud[-1]) + 1 if len(loud) else len(speech)
+    spans = audible_spans(speech, bridge_ms=0)
+    end = round(spans[-1][1] * MIC_RATE) if spans else len(speech)
     pad = np.zeros(MIC_RATE)
     return Said(np.concatenate([pad, speech, pad]), MIC_RATE + end)
 
@@ -145,39 +148,36 @@ class Conditions:
         self._canceller: WebRtcProcessing | None = None
         """One canceller for every trial: the kiosk's, converged on its room."""
 
-    def heard(self, saying: Said, condition: str, trial: int) -> tuple[np.ndarray, int]:
-        """What the wake word model hears (int16 scale) and where the saying's speech ends in
-        it."""
+    def heard(self, saying: Said, condition: str, trial: int) -> np.ndarray:
+        """What the wake word model hears (int16 scale; the saying's speech ends where it did,
+        `Said.speech_end`)."""
         x = saying.samples
         if condition == "quiet":
-            return x, saying.speech_end
+            return x
         if condition == "noise":
             noise = RoomNoise(Room(noise_db=NOISE_DBFS, seed=self._seed + trial), MIC_RATE)
-            return x + noise.take(len(x)), saying.speech_end
+            noisy: np.ndarray = x + noise.take(len(x))
+            return noisy
+        rng = np.random.default_rng([self._seed, trial])
+        talk = [np.resize(np.roll(t, -int(rng.integers(len(t)))), len(x)) for t in self._talkers]
         if condition == "talkers":
-            level = active_rms(x) * 10 ** (-TALKERS_UNDER_DB / 20)
-            mixed = x.copy()
-            rng = np.random.default_rng([self._seed, trial])
-            for talker in self._talkers:
-                start = int(rng.integers(len(talker)))
-                track = np.resize(np.roll(talker, -start), len(x))
-                mixed += track * level / active_rms(track)
-            return mixed, saying.speech_end
+            level = active_level(x) * 10 ** (-TALKERS_UNDER_DB / 20)
+            mixed: np.ndarray = x + np.sum([track * level / (active_level(track) or 1.0)
+                                            for track in talk], axis=0)
+            return mixed
         if condition == "echo":
             lead = round(ECHO_LEAD_S * MIC_RATE)
             far = np.resize(self._agent, lead + len(x))
-            near = RoomEcho(self._room, MIC_RATE).process(far)
+            near = room_echo(far, self._room)
             near[lead:] += x
             if self._canceller is None:
                 self._canceller = WebRtcProcessing(MIC_RATE)
-            return cancel_echo(self._canceller, near, far)[lead:], saying.speech_end
+            cleaned, _ = process(near, far, self._canceller)
+            return cleaned[lead:]
         if condition in ("cafe", "cafe-array"):
             if self._cafe is None:
                 self._cafe = Cafe()
-            rng = np.random.default_rng([self._seed, trial])
-            talk = [np.resize(np.roll(t, -int(rng.integers(len(t)))), len(x))
-                    for t in self._talkers]
-            return self._cafe.heard(x, talk, condition == "cafe-array"), saying.speech_end
+            return self._cafe.heard(x, talk, steered=condition == "cafe-array")
         raise ValueError(f"unknown condition {condition!r}")
 
 
@@ -206,10 +206,10 @@ class Cafe:
         """What the first microphone (or, `steered`, the beamformer) hears of the caller and
         the talkers, each talker 10 dB under the caller at the first microphone."""
         mics = _through(caller, self._responses.caller)
-        level = active_rms(mics[:, 0]) * 10 ** (-TALKERS_UNDER_DB / 20)
+        level = active_level(mics[:, 0]) * 10 ** (-TALKERS_UNDER_DB / 20)
         for talker, response in zip(talkers, self._responses.talkers, strict=True):
             talking = _through(talker, response)
-            mics += talking * level / active_rms(talking[:, 0])
+            mics += talking * level / (active_level(talking[:, 0]) or 1.0)
         if not steered:
             return mics[:, 0]
         return Beamformer(self._array, self._filters).steer(mics)
@@ -221,32 +221,18 @@ def _through(signal: np.ndarray, responses: np.ndarray) -> np.ndarray:
                     axis=1)
 
 
-def active_rms(samples: np.ndarray) -> float:
-    """The RMS of the 32 ms frames within 30 dB of the loudest: a voice's level while it
-    speaks."""
-    frames = samples[:len(samples) // MIC_FRAME * MIC_FRAME].reshape(-1, MIC_FRAME)
-    power = np.mean(frames ** 2, axis=1)
-    active = power[power >= power.max() * 1e-3]
-    return float(np.sqrt(np.mean(active))) if active.size else 1.0
+def speech_pool(piper: PiperSpeech, voices: Sequence[Voice]) -> list[tuple[str, np.ndarray]]:
+    """Every everyday line by every voice (text, 16 kHz int16 scale): what `room_speech` draws
+    from, synthesized once."""
+    texts = (*SENTENCES, *BABBLE_LINES, *CONVERSATION)
+    return [(text, np.frombuffer(speak(piper, voice, text), dtype=np.int16).astype(np.float64))
+            for voice in voices for text in texts]
 
 
-def cancel_echo(processing: WebRtcProcessing, near: np.ndarray, far: np.ndarray) -> np.ndarray:
-    """`near` through the agent's echo canceller with `far` as what the speaker played."""
-    near16 = np.clip(np.round(near), -32768, 32767).astype(np.int16)
-    far16 = np.clip(np.round(far), -32768, 32767).astype(np.int16)
-    out = [processing.process(near16[at:at + MIC_FRAME].tobytes(),
-                              far16[at:at + MIC_FRAME].tobytes())
-           for at in range(0, len(near16) - MIC_FRAME + 1, MIC_FRAME)]
-    return np.frombuffer(b"".join(out), dtype=np.int16).astype(np.float64)
-
-
-def room_speech(piper: PiperSpeech, voices: Sequence[Voice], minutes: float, seed: int
+def room_speech(pool: Sequence[tuple[str, np.ndarray]], minutes: float, seed: int
                 ) -> Iterator[tuple[np.ndarray, str]]:
     """Speech without any wake word, scene by scene (int16 scale, 16 kHz) with the text of its
-    first talker, until `minutes` of audio."""
-    texts = (*SENTENCES, *BABBLE_LINES, *CONVERSATION)
-    pool = [(text, np.frombuffer(speak(piper, voice, text), dtype=np.int16).astype(np.float64))
-            for voice in voices for text in texts]
+    first talker, until `minutes` of audio: the same scenes for the same pool and seed."""
     rng = random.Random(seed)
     noise = RoomNoise(Room(noise_db=-50.0, seed=seed), MIC_RATE)
     total = round(minutes * 60 * MIC_RATE)

@@ -189,6 +189,7 @@ class Conversation:
             # The onset's run-up is heard as it came: a phrase's first sounds are quieter
             # than the syllable that opens the gate.
             recent.append(frame)
+            # On the loop, like the VAD: ~0.1 ms a frame (TensorFlow Lite, a 50-80 kB model).
             woke = wake is not None and wake.heard(frame)
             if self._gate is not None:  # before anything hears it: VAD, recognizer, kept audio
                 frame = self._gate.admit(frame, segmenter.in_speech)

@@ -24,9 +24,8 @@ next starts at or after that point (`WAKE_LOOKBACK_MS` covers a fluent speaker).
 from __future__ import annotations
 
 import json
-from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,19 +65,17 @@ class MicroWakeWordDetector:
         runtime = _runtime()
         settings_path = settings_file(path)
         settings = _settings(settings_path)
-        tflite = settings_path.parent / settings["model"]
+        tflite = settings_path.parent / settings.model
         _check_tflite(tflite)
-        self.phrase: str = settings["wake_word"]
+        self.phrase = settings.phrase
         """The words the model hears, as its JSON writes them ("Okay Nabu")."""
-        self.cutoff: float = settings["cutoff"]
+        self._cutoff = settings.cutoff
         library = _library(runtime)
         _check_loads(runtime, library, tflite)
         self._model = runtime.MicroWakeWord.from_config(settings_path, library)
         self._features = runtime.MicroWakeWordFeatures()
         self._above = False
         self._windows = 0
-        self.scores: deque[float] = deque(maxlen=1)
-        """The last score the model gave (the mean of its sliding window)."""
 
     def heard(self, pcm: bytes) -> bool:
         """Feed the next audio; True when the wake word ended in it (once per saying)."""
@@ -88,8 +85,7 @@ class MicroWakeWordDetector:
             self._windows += 1
             if score is None or self._windows % self._model.stride:
                 continue  # the model runs on every `stride`-th window; between, it says 0
-            self.scores.append(score)
-            above = score > self.cutoff
+            above = score > self._cutoff
             heard = heard or (above and not self._above)
             self._above = above
         return heard
@@ -101,15 +97,11 @@ class MicroWakeWordDetector:
         self._above = False
         self._windows = 0
 
-    def close(self) -> None:
-        self._model.close()
-
 
 def model_phrase(path: Path) -> str:
     """The words the model at `path` (its JSON or .tflite) hears, as its JSON writes them;
     ModelFileError as the detector's for a JSON that is not a model's."""
-    phrase: str = _settings(settings_file(path))["wake_word"]
-    return phrase
+    return _settings(settings_file(path)).phrase
 
 
 def _library(runtime: Any) -> Path:
@@ -133,7 +125,14 @@ def _check_loads(runtime: Any, library: Path, tflite: Path) -> None:
     lib.TfLiteModelDelete(model)
 
 
-def _settings(path: Path) -> dict[str, Any]:
+class _Settings(NamedTuple):
+    model: str
+    """The .tflite's file name, beside the JSON."""
+    phrase: str
+    cutoff: float
+
+
+def _settings(path: Path) -> _Settings:
     """The model's JSON, checked: the keys the detector uses, with their types."""
     try:
         data = json.loads(path.read_bytes())
@@ -161,7 +160,8 @@ def _settings(path: Path) -> dict[str, Any]:
          isinstance(window, int) and not isinstance(window, bool) and window >= 1)) if not ok]
     if wrong:
         raise ModelFileError(path, "missing or wrong: " + ", ".join(wrong), _NOT_A_WAKE_MODEL)
-    return {"model": model, "wake_word": str(phrase).strip(), "cutoff": float(str(cutoff))}
+    assert isinstance(model, str) and isinstance(phrase, str) and isinstance(cutoff, int | float)
+    return _Settings(model, phrase.strip(), float(cutoff))
 
 
 def _check_tflite(path: Path) -> None:
