@@ -18,6 +18,7 @@ from edge_agent.events import (
     SessionEnded,
     SessionStarted,
     SpeculationCancelled,
+    TimerChanged,
     ToolUsed,
     TurnDropped,
     UnitFinalized,
@@ -123,6 +124,9 @@ def _happening(event: Event, said: _Words) -> Label | None:
         return Label("cancelled", f"speculation for turn {event.turn} dropped: {event.reason}")
     if isinstance(event, KnowledgeUsed):
         return _knowledge(event)
+    if isinstance(event, TimerChanged):
+        late = " (came due while the agent was off)" if event.late else ""
+        return Label("timer", f"{event.kind} {event.timer} {event.change}, due {event.due}{late}")
     if isinstance(event, Notice):
         return Label("notice", f"note: {event.text}")
     return None

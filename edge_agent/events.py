@@ -187,7 +187,7 @@ class SessionStarted:
     session: Count
     """1 for the first session of this run."""
     how: str
-    """"start-up", "speech" or "wake"."""
+    """"start-up", "speech", "wake" or "timer" (a timer rang while no session was open)."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,23 @@ class KnowledgeUsed:
 
 
 @dataclass(frozen=True)
+class TimerChanged:
+    """A timer, alarm or reminder was set, rang or ended (`[timers]`)."""
+
+    timer: Count
+    """Its number (the id of its row in the memory database's `timers` table)."""
+    kind: str
+    """"timer", "alarm" or "reminder"."""
+    change: str
+    """"set", "ringing", "done" (stopped by the listener), "unanswered" (it rang for
+    `ring_for_s` and nobody stopped it), "snoozed" (due again later) or "cancelled"."""
+    due: str
+    """When it is (or was) due, ISO 8601 on the local clock."""
+    late: bool = False
+    """It came due while the agent was off: it rings with "While I was off, ..."."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something a user should know that is not an error (e.g. a scripted LLM ran out)."""
 
@@ -276,7 +293,7 @@ Event = (
     UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
     | UnitFinalized | LlmRequest | ToolUsed | Backchannel | EchoIgnored | CallerSpoke
     | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | TurnStage
-    | SpeculationCancelled | ReplyFailed | KnowledgeUsed | Notice
+    | SpeculationCancelled | ReplyFailed | KnowledgeUsed | TimerChanged | Notice
 )
 
 

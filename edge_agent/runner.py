@@ -40,12 +40,19 @@ from edge_agent.config import Config
 from edge_agent.console import describe
 from edge_agent.conversation.agent import Conversation, Engines
 from edge_agent.demo.caller import ScriptedCaller
-from edge_agent.demo.callfile import CallerLine, CallScript, call_tools, check_reachable
+from edge_agent.demo.callfile import (
+    CallerLine,
+    CallScript,
+    call_config,
+    call_tools,
+    check_reachable,
+)
 from edge_agent.demo.talkers import room_talk
 from edge_agent.engines.base import TextToSpeech
 from edge_agent.engines.heap import release_freed_heap
 from edge_agent.errors import ConfigError, EdgeAgentError, OutputError
 from edge_agent.events import EventLog, LoggedEvent, Notice, ReplyFailed
+from edge_agent.house.link import HouseLink
 from edge_agent.knowledge.live import VenueKnowledge
 from edge_agent.memory.record import SessionRecord
 from edge_agent.memory.writer_lock import WriterLock
@@ -155,6 +162,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
     if tools is not None:
         config = dataclasses.replace(config, tools=dataclasses.replace(config.tools,
                                                                        enabled=tools))
+    config = call_config(call, config)
     # A user's database is held from the start: a second writer is refused before it spends
     # seconds loading models, and never interleaves its sessions with ours.
     lock = WriterLock.acquire(db_path) if db_path is not None else None
@@ -208,7 +216,8 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
             await _until_first(talking, _idle(talk, log, clock), clock, left)
 
         return await _session(talk, log, memory, Reporter(printer), call_then_idle,
-                              unit_audio, knowledge, build_screen(config, talk, log))
+                              unit_audio, knowledge, build_screen(config, talk, log),
+                              parts.house)
 
 
 def _caller_audio(tts: TextToSpeech, call: CallScript, rate: int) -> list[tuple[CallerLine, bytes]]:
@@ -231,12 +240,15 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory,
                    reporter: Reporter, hold: Callable[[asyncio.Task[None]], Awaitable[None]],
                    unit_audio: UnitAudioWriter | None,
                    knowledge: VenueKnowledge | None,
-                   screen: ScreenServer | None = None) -> SessionRecord:
+                   screen: ScreenServer | None = None,
+                   house: HouseLink | None = None) -> SessionRecord:
     """Converse while `hold` runs, then stop (finalizing what is open) and read the record.
     `screen`: the kiosk's screen, served meanwhile (one that cannot listen is said, and the
-    agent goes on without it)."""
+    agent goes on without it). `house`: the link to the house's broker, kept meanwhile."""
     events = log.subscribe()
     printing = asyncio.create_task(_report_events(events, reporter))
+    linked = (asyncio.create_task(house.run(log, log.clock), name="mqtt")
+              if house is not None else None)
     if screen is not None:
         try:
             await screen.start()
@@ -250,6 +262,10 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory,
         talking.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await talking
+        if linked is not None:  # after the conversation: its last state is published
+            linked.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await linked
         if screen is not None:
             await screen.close()
         printing.cancel()
@@ -416,7 +432,8 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             with session_tagged(session_id):
                 async with supervised(notifier or SystemdNotifier({})):
                     return await _session(talk, log, memory, reporter, until_stopped,
-                                          unit_audio, knowledge, build_screen(config, talk, log))
+                                          unit_audio, knowledge, build_screen(config, talk, log),
+                                          parts.house)
         finally:
             speaker.close()
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from edge_agent.events import Event, LoggedEvent, UnitFinalized
 from edge_agent.heard.ledger import Finalize
@@ -33,6 +33,14 @@ def read_events(events: Iterable[Mapping[str, Any]]) -> list[LoggedEvent]:
     typed = [LoggedEvent.from_json(event) for event in given]
     assert None not in typed, [e for e, t in zip(given, typed, strict=True) if t is None]
     return [entry for entry in typed if entry is not None]
+
+
+E = TypeVar("E")
+
+
+def events_of(events: Iterable[Mapping[str, Any]], kind: type[E]) -> list[E]:
+    """The events of type `kind`, typed, in order."""
+    return [entry.event for entry in read_events(events) if isinstance(entry.event, kind)]
 
 
 def kinds(events: Iterable[Mapping[str, Any]]) -> list[type[Event]]:

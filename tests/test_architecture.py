@@ -19,7 +19,7 @@ from edge_agent.events import EVENT_TYPES
 PACKAGE = Path(__file__).resolve().parents[1] / "edge_agent"
 
 RUNTIME = ("heard", "conversation", "engines", "audio", "memory", "models", "service",
-           "knowledge", "screen")
+           "knowledge", "screen", "timers", "house")
 """Packages the running agent is made of."""
 TOOLS = ("cli", "doctor", "bench", "inspect", "replay", "installer")
 """Packages built on the runtime, which it must not import."""

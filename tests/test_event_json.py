@@ -28,6 +28,7 @@ from edge_agent.events import (
     SessionEnded,
     SessionStarted,
     SpeculationCancelled,
+    TimerChanged,
     ToolUsed,
     TurnDropped,
     TurnStage,
@@ -54,6 +55,7 @@ ONE_OF_EACH: tuple[Event, ...] = (
     SessionStarted(1, "speech"), SessionEnded(1), TurnStage(1, "first_audio", False),
     SpeculationCancelled(2, "speech resumed"), ReplyFailed(3, "tts", "OSError: x", "fallback"),
     KnowledgeUsed(4, "direct", ("museum.toml:35",), 0.92, 0.4),
+    TimerChanged(3, "timer", "ringing", "2026-12-06T15:05:00+01:00", late=True),
     Notice("a note"),
 )
 

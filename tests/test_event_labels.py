@@ -65,4 +65,4 @@ def test_the_page_marks_what_is_not_speech_with_the_consoles_words() -> None:
     assert marked[-len(expected):] == expected
     assert {kind for kind, _ in marked} == {"barge-in", "dropped", "tool", "backchannel",
                                            "echo", "session", "cancelled", "failed", "knowledge",
-                                           "notice"}
+                                           "notice", "timer"}

@@ -67,6 +67,10 @@ def test_the_kiosk_keeps_its_voice_and_its_memory_whatever_the_server_sends(
     assert any("replies come from the on-device model" in n for n in notices), notices
     third = [(e.event.stage, e.at) for e in events
              if isinstance(e.event, TurnStage) and e.event.turn == 3]
-    answered = min(at for stage, at in third if stage == "first_token")
-    asked = max(at for stage, at in third if stage == "request" and at <= answered)
-    assert answered - asked < TIMEOUT_MS / 1000 + 0.5, third
+    # Given up on within the timeout: when the kiosk said so, not when the on-device model's
+    # first token came (that is the device's speed, which a busy machine slows).
+    gave_up = min(e.at for e in events if isinstance(e.event, Notice)
+                  and "replies come from the on-device model" in e.event.text)
+    asked = max(at for stage, at in third if stage == "request" and at <= gave_up)
+    assert gave_up - asked < TIMEOUT_MS / 1000 + 0.5, (third, gave_up)
+    assert any(stage == "first_token" and at >= gave_up for stage, at in third), third

@@ -409,21 +409,30 @@ def test_a_lan_server_given_by_address_needs_no_name_server(tmp_path: Path) -> N
         network_allowance(["nowhere.invalid"], resolve=lambda _: [])
 
 
-def test_the_venue_database_is_allowed_beside_the_lan_server(tmp_path: Path) -> None:
+def _set(text: str, section: str, key: str, value: str) -> str:
+    """`text` (the shipped config) with `key` of `[section]` set to `value` (TOML)."""
+    found = re.search(rf"^\[{section}\]\n(?:(?!\[).*\n)*?{key} = .*$", text, re.MULTILINE)
+    assert found is not None, (section, key)
+    line_start = found.group(0).rindex("\n") + 1
+    return (text[:found.start() + line_start] + f"{key} = {value}" + text[found.end():])
+
+
+def test_the_venue_database_and_the_house_broker_are_allowed_beside_the_lan_server(
+        tmp_path: Path) -> None:
     system = FakeSystem(tmp_path)
     _install(tmp_path, system)
     config = tmp_path / "etc/edge-agent/edge-agent.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace(
-        '\nserver = ""\n', '\nserver = "http://10.0.0.5:8080/v1"\n').replace(
-        '\nurl = ""\n', '\nurl = "postgresql://kiosk@10.0.0.6:5432/venue?sslmode=require"\n'),
-        encoding="utf-8")
+    shipped = config.read_text(encoding="utf-8")
+    every = _set(_set(_set(shipped, "llm", "server", '"http://10.0.0.5:8080/v1"'), "sync", "url",
+                      '"postgresql://kiosk@10.0.0.6:5432/venue?sslmode=require"'),
+                 "mqtt", "url", '"mqtt://10.0.0.7:1883"')
+    config.write_text(every, encoding="utf-8")
     plan = install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[], resolve=lambda _: [])
     assert run_plan(plan, False, lambda line: None) >= 1
     text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")
-    assert "\nIPAddressAllow=10.0.0.5 10.0.0.6\n" in text, text
-    only_sync = config.read_text(encoding="utf-8").replace(
-        '\nserver = "http://10.0.0.5:8080/v1"\n', '\nserver = ""\n')
-    config.write_text(only_sync, encoding="utf-8")
+    assert "\nIPAddressAllow=10.0.0.5 10.0.0.6 10.0.0.7\n" in text, text
+    config.write_text(_set(_set(every, "llm", "server", '""'), "mqtt", "url", '""'),
+                      encoding="utf-8")
     assert run_plan(install_plan(Layout(tmp_path), system, EXECUTABLE, bind=[],
                                  resolve=lambda _: []), False, lambda line: None) >= 1
     text = (tmp_path / "etc/systemd/system/edge-agent.service").read_text(encoding="utf-8")

@@ -31,6 +31,7 @@ from edge_agent.memory.store import MemoryStore
 from edge_agent.memory.summarizer import Summarizer
 from edge_agent.memory.writer import StoreWriter
 from edge_agent.owner import Owner
+from edge_agent.timers.desk import TimerDesk
 from tests.fakes import (
     FakeLanguageModel,
     FakeRecognizer,
@@ -82,6 +83,8 @@ class Harness:
     """The venue's knowledge, looked up for every turn."""
     wake: WakeWordDetector | None = None
     """The wake word model (`Engines.wake`)."""
+    timers: TimerDesk | None = None
+    """The timers (`[timers] enabled`); they and the memory read `wall`."""
 
     def __post_init__(self) -> None:
         self.mic = VirtualMicrophone(self.clock)
@@ -127,7 +130,8 @@ class Harness:
                                          settings=settings, log=self.log, owner=owner,
                                          tools=self.tools, memory=self.memory,
                                          unit_audio=keeper, caller_audio=keeper,
-                                         knowledge=self.knowledge)
+                                         knowledge=self.knowledge, timers=self.timers,
+                                         wall=self.wall)
 
     async def start(self) -> asyncio.Task[None]:
         return asyncio.create_task(self.conversation.run())

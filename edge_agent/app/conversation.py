@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_agent.app.house import build_house
 from edge_agent.audio.array import MicArray
 from edge_agent.audio.beamformer import (
     ArrayMicrophone,
@@ -29,6 +30,7 @@ from edge_agent.conversation.builtin_tools import load_tools
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.conversation.timekeeper import RingSettings
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.llm.fallback import FallbackLanguageModel
@@ -36,6 +38,8 @@ from edge_agent.engines.llm.scripted import ScriptedLanguageModel
 from edge_agent.errors import ConfigError
 from edge_agent.events import EventLog, Notice
 from edge_agent.heard.truncation import HeardPolicy
+from edge_agent.house.link import HouseLink
+from edge_agent.house.tools import house_tools
 from edge_agent.knowledge.live import Grounder
 from edge_agent.memory.context import WindowSettings
 from edge_agent.memory.conversation_memory import (
@@ -44,6 +48,8 @@ from edge_agent.memory.conversation_memory import (
 )
 from edge_agent.memory.kept_audio import AudioKeeper
 from edge_agent.owner import Owner, OwnerThread
+from edge_agent.timers.desk import TimerDesk
+from edge_agent.timers.store import TimerStore
 
 
 def conversation_settings(config: Config, greeting: str | None = None) -> ConversationSettings:
@@ -85,6 +91,9 @@ def conversation_settings(config: Config, greeting: str | None = None) -> Conver
         words_every_ms=(config.screen.partials_ms if config.screen.enabled
                         and config.stt_engine in INCREMENTAL_RECOGNIZERS else 0),
         push_to_talk=config.screen.enabled and config.screen.push_to_talk,
+        rings=RingSettings(ring_for_s=config.timers.ring_for_s,
+                           ring_pause_s=config.timers.ring_pause_s,
+                           snooze_s=config.timers.snooze_s),
     )
 
 
@@ -96,20 +105,31 @@ class ConversationParts:
     classifier: BackchannelClassifier
     echo: EchoFilter
     tools: Toolbox
+    timers: TimerDesk | None
+    """With `[timers] enabled`: the timers in the memory database."""
+    house: HouseLink | None
+    """With `[mqtt] url`: the link to the house's broker (its task is the runner's)."""
 
 
 def conversation_parts(config: Config, greeting: str | None = None,
-                       db_path: Path | None = None, tools: Toolbox | None = None
-                       ) -> ConversationParts:
-    """The loop's settings, classifier, echo filter and tools (writing to `db_path`, else the
-    config's database; or `tools`, e.g. a replay's recorded results), built before any model
-    loads: a bad plugin fails at once (exit 2)."""
+                       db_path: Path | None = None, tools: Toolbox | None = None,
+                       effects: bool = True) -> ConversationParts:
+    """The loop's settings, classifier, echo filter, tools, timers and house (writing to
+    `db_path`, else the config's database; or `tools`, e.g. a replay's recorded results;
+    `effects` False: no timers and no house, as a replay touches nothing), built before any
+    model loads: a bad plugin or credential fails at once (exit 2)."""
+    db_path = db_path or config.db_path
+    house = build_house(config) if effects else None
     return ConversationParts(
+        timers=TimerDesk(TimerStore(db_path, config.memory.retention_days), zone=None)
+        if effects and config.timers.enabled else None,
+        house=house,
         settings=conversation_settings(config, greeting),
         classifier=load_classifier(config.turns.backchannel_classifier, config.source),
         echo=EchoFilter(min_match=config.turns.echo_min_match),
         tools=tools if tools is not None else load_tools(
-            config.tools.enabled, db_path or config.db_path, config.source),
+            config.tools.enabled, db_path, config.source,
+            house_tools(config.mqtt.tools, house) if house is not None else ()),
     )
 
 
@@ -168,7 +188,7 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
         unit_audio=UnitAudioSinks(sinks) if sinks else None,
         caller_audio=keeper, memory=memory, settings=parts.settings, owner=owner,
         classifier=parts.classifier, echo=parts.echo, tools=tools,
-        gate=talker_gate(config, mic.sample_rate), knowledge=knowledge)
+        gate=talker_gate(config, mic.sample_rate), knowledge=knowledge, timers=parts.timers)
 
 
 def talker_gate(config: Config, mic_rate: int) -> TalkerGate | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from edge_agent.audio.array import MicArray, mic_array
 from edge_agent.errors import ConfigError
@@ -280,6 +281,62 @@ class ToolsConfig:
 
 
 @dataclass(frozen=True)
+class TimersConfig:
+    enabled: bool = False
+    """Timers, alarms and reminders by voice ("set a timer for ten minutes"), kept in the
+    memory database and rung through the speaker; off by default: a public kiosk sets none."""
+    ring_for_s: float = 300.0
+    """A ring repeats for this long at most; then it ends unanswered."""
+    ring_pause_s: float = 6.0
+    """Silence between two rings (time to say "stop")."""
+    snooze_s: float = 300.0
+    """"snooze" rings again after this long."""
+
+
+@dataclass(frozen=True)
+class MqttTool:
+    name: str = ""
+    """What the model calls it: letters, digits and "_" ("kitchen_light")."""
+    description: str = ""
+    """When to use it, for the model ("Switch the kitchen light on or off.")."""
+    topic: str = ""
+    """Where the payload is published ("home/kitchen/light/set"); no wildcards."""
+    payload: str = ""
+    """What is published: text, each {argument} replaced by the call's value ("{state}")."""
+    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The arguments, each a JSON schema of type string, integer, number or boolean, with
+    enum, minimum, maximum, maxLength and description as it needs; all are required
+    ({ state = { type = "string", enum = ["ON", "OFF"] } })."""
+    retain: bool = False
+    """The broker keeps the last payload for devices that connect later."""
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    url: str = ""
+    """The house's MQTT broker: "mqtt://host:1883", "mqtts://host:8883" (TLS); "" for none."""
+    username: str = ""
+    """The agent's user on the broker ("" : anonymous)."""
+    password_file: str = ""
+    """A file whose first line is that user's password, readable by the agent only."""
+    ca_file: str = ""
+    """mqtts:// only: the CA certificate that signed the broker's ("" : the system's CAs)."""
+    topic: str = ""
+    """The agent's own topics start with this ("" : "edge-agent/" and this machine's name)."""
+    discovery_prefix: str = "homeassistant"
+    """Home Assistant's MQTT discovery prefix: the agent announces itself as a device there
+    ("" : no announcement)."""
+    publish_transcripts: bool = False
+    """Also publish what the caller said and what the listener heard of the agent (not
+    retained); off: a house's broker is read by every device on it."""
+    timeout_ms: int = 2000
+    """A tool waits at most this long for the broker; then it answers that the house could
+    not be reached (a reply is never held longer)."""
+    tools: list[MqttTool] = field(default_factory=list)
+    """Tools the model may call that publish to the house ([[mqtt.tools]])."""
+
+
+@dataclass(frozen=True)
 class HeardConfig:
     policy: str = "completed"
     """"completed": a word counts once fully played; "started": once it began."""
@@ -404,6 +461,8 @@ class Config:
     heard: HeardConfig = field(default_factory=HeardConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    timers: TimersConfig = field(default_factory=TimersConfig)
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     log: LogConfig = field(default_factory=LogConfig)
     sync: SyncConfig = field(default_factory=SyncConfig)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import stat
+import string
 import typing
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,16 @@ from edge_agent.config import (
     STT_ENGINES,
     Config,
     LlmConfig,
+    MqttConfig,
     ScreenConfig,
     validate,
 )
-from edge_agent.config.lan import parse_database_url, parse_listen, parse_server_url
+from edge_agent.config.lan import (
+    parse_broker_url,
+    parse_database_url,
+    parse_listen,
+    parse_server_url,
+)
 from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.config.validate import Bounds, TextRule
 from edge_agent.errors import ConfigError
@@ -76,6 +84,12 @@ _BOUNDS: dict[str, Bounds] = {
         advice="finished sentences are held for the long silence whenever the model doubts"),
     "vad.preroll_ms": Bounds(0, 2000),
     "tools.max_hops": Bounds(0, 20),
+    "timers.ring_for_s": Bounds(5.0, 3600.0),
+    "timers.ring_pause_s": Bounds(1.0, 120.0),
+    "timers.snooze_s": Bounds(30.0, 3600.0),
+    "mqtt.timeout_ms": Bounds(100, 30000, advised=(300, 5000),
+                              advice="a busy broker is given up on at once, or a caller waits "
+                              "seconds for a tool that cannot reach the house"),
     "llm.context_tokens": Bounds(256, 131072),
     "llm.max_tokens": Bounds(1, 8192, advised=(16, 512),
                              advice="replies are cut very short or run for minutes"),
@@ -231,6 +245,7 @@ def parse_config(text: str, source: str) -> Config:
     if config.sync.url:
         parse_database_url(config.sync.url, source)
     _check_knowledge(config, source)
+    _check_mqtt(config.mqtt, source)
     _check_screen(config.screen, source)
     _check_array(config, source)
     if config.memory.fold_turns > config.turns.history_turns:
@@ -255,6 +270,89 @@ def _check_knowledge(config: Config, source: str) -> None:
     for index, name in enumerate(knowledge.files):
         if not validate.has_visible_text(name):
             raise ConfigError(source, f"knowledge.files[{index}]", "an empty file name")
+
+
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+"""A tool's name as function-calling models accept it."""
+_SCHEMA_KEYS = {"type", "enum", "minimum", "maximum", "maxLength", "description"}
+_SCHEMA_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "integer": int, "number": (int, float), "boolean": bool}
+
+
+def _check_mqtt(mqtt: MqttConfig, source: str) -> None:
+    if not mqtt.url:
+        if mqtt.tools:
+            raise ConfigError(source, "mqtt.tools", "needs mqtt.url: the broker they publish to")
+        return
+    address = parse_broker_url(mqtt.url, source)
+    if mqtt.ca_file and not address.tls:
+        raise ConfigError(source, "mqtt.ca_file", "is for an mqtts:// broker (TLS); mqtt.url is "
+                          "mqtt://, which sends everything in the clear")
+    if mqtt.topic:
+        _check_topic(mqtt.topic, source, "mqtt.topic")
+    names: set[str] = set()
+    for index, tool in enumerate(mqtt.tools):
+        key = f"mqtt.tools[{index}]"
+        if not TOOL_NAME.fullmatch(tool.name):
+            raise ConfigError(source, f"{key}.name", "must be 1-64 letters, digits or '_', not "
+                              f"starting with a digit (models call tools by it), got "
+                              f"{tool.name!r}")
+        if tool.name in names:
+            raise ConfigError(source, f"{key}.name", f"{tool.name!r} names two tools; name "
+                              "each once")
+        names.add(tool.name)
+        if not validate.has_visible_text(tool.description):
+            raise ConfigError(source, f"{key}.description", "must say when to use the tool: the "
+                              "model reads it to decide")
+        _check_topic(tool.topic, source, f"{key}.topic")
+        for name, schema in tool.parameters.items():
+            _check_schema(schema, source, f"{key}.parameters.{name}")
+        try:
+            fields = {field for _, field, _, _ in string.Formatter().parse(tool.payload)
+                      if field is not None}
+        except ValueError as exc:
+            raise ConfigError(source, f"{key}.payload", f"is not a template ({exc}); write "
+                              "{{ and }} for braces") from None
+        unknown = sorted(fields - set(tool.parameters))
+        if unknown:
+            declared = ", ".join(tool.parameters) or "none"
+            raise ConfigError(source, f"{key}.payload", f"names {{{unknown[0]}}}, which is not "
+                              f"one of the tool's parameters ({declared}); a brace of the payload's own "
+                              "is written {{ or }}")
+
+
+def _check_topic(topic: str, source: str, key: str) -> None:
+    if not topic or "+" in topic or "#" in topic or "\0" in topic or len(topic) > 256:
+        raise ConfigError(source, key, "must be a topic to publish to, 1-256 characters without "
+                          f"the wildcards + and #, like home/kitchen/light/set, got {topic!r}")
+
+
+def _check_schema(schema: dict[str, Any], source: str, key: str) -> None:
+    """One tool parameter's JSON schema: a type a voice can give, and bounds that fit it."""
+    extra = sorted(set(schema) - _SCHEMA_KEYS)
+    if extra:
+        raise ConfigError(source, f"{key}.{extra[0]}", "unknown key (valid keys here: "
+                          f"{', '.join(sorted(_SCHEMA_KEYS))})")
+    kind = schema.get("type")
+    if kind not in _SCHEMA_TYPES:
+        raise ConfigError(source, f"{key}.type", "must be one of 'string', 'integer', "
+                          f"'number', 'boolean', got {kind!r}")
+    python = _SCHEMA_TYPES[kind]
+    enum = schema.get("enum")
+    if enum is not None and (not isinstance(enum, list) or not enum or any(
+            not isinstance(v, python) or isinstance(v, bool) != (kind == "boolean")
+            for v in enum)):
+        raise ConfigError(source, f"{key}.enum", f"must be a list of {kind} values")
+    for bound in ("minimum", "maximum"):
+        if bound in schema and (kind not in ("integer", "number") or isinstance(
+                schema[bound], bool) or not isinstance(schema[bound], int | float)):
+            raise ConfigError(source, f"{key}.{bound}", "is a number, for an integer or number")
+    if "maxLength" in schema and (kind != "string" or isinstance(schema["maxLength"], bool)
+                                  or not isinstance(schema["maxLength"], int)
+                                  or schema["maxLength"] < 1):
+        raise ConfigError(source, f"{key}.maxLength", "is a positive integer, for a string")
+    if "description" in schema and not isinstance(schema["description"], str):
+        raise ConfigError(source, f"{key}.description", "must be text")
 
 
 def _check_array(config: Config, source: str) -> None:
@@ -334,7 +432,13 @@ def _build(cls: type[Any], table: dict[str, Any], source: str, prefix: str) -> A
             valid = ", ".join(sorted(fields))
             raise ConfigError(source, dotted, f"unknown key (valid keys here: {valid})")
         expected = hints[key]
-        if dataclasses.is_dataclass(expected):
+        item = typing.get_args(expected)[0] if typing.get_origin(expected) is list else None
+        if item is not None and dataclasses.is_dataclass(item):
+            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+                raise ConfigError(source, dotted, f"must be tables ([[{dotted}]])")
+            values[key] = [_build(item, v, source, f"{dotted}[{i}].")  # type: ignore[arg-type]
+                           for i, v in enumerate(value)]
+        elif dataclasses.is_dataclass(expected):
             if not isinstance(value, dict):
                 raise ConfigError(source, dotted, f"must be a table ([{dotted}])")
             values[key] = _build(expected, value, source, f"{dotted}.")  # type: ignore[arg-type]

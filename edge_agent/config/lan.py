@@ -103,6 +103,39 @@ def parse_listen(text: str, source: str = "config", key: str = "screen.listen") 
     return ListenAddress(host, int(port_text))
 
 
+@dataclass(frozen=True)
+class BrokerAddress:
+    """The house's MQTT broker: `mqtt://{host}:{port}` or, with TLS, `mqtts://`."""
+
+    host: str
+    port: int
+    tls: bool
+
+    @property
+    def shown(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'mqtts' if self.tls else 'mqtt'}://{host}:{self.port}"
+
+
+def parse_broker_url(url: str, source: str = "config", key: str = "mqtt.url") -> BrokerAddress:
+    """`url` ("mqtt://192.168.1.10:1883", "mqtts://broker.home:8883") as an address;
+    ConfigError naming what is wrong."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+        raise ConfigError(source, key, "must be an mqtt:// (or, with TLS, mqtts://) address with "
+                          f"a host, like mqtt://192.168.1.10:1883, got {shown(url, 80)!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(source, key, "must not hold a user or password: set mqtt.username, "
+                          "and put the password in the file mqtt.password_file names")
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise ConfigError(source, key, f"is only a host and a port, got {shown(url, 80)!r}")
+    try:
+        port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
+    except ValueError:
+        raise ConfigError(source, key, f"has no valid port (1-65535): {shown(url, 80)!r}") from None
+    return BrokerAddress(parts.hostname, port, parts.scheme == "mqtts")
+
+
 SYNC_PASSWORD_VARIABLE = "EDGE_AGENT_SYNC_PASSWORD"
 """Where the venue database's password is read from when `[sync] password_file` is not set."""
 
@@ -231,6 +264,8 @@ def lan_hosts(config: Config) -> list[str]:
     hosts = [parse_server_url(config.llm.server, config.source).host] if config.llm.server else []
     if config.sync.url:
         hosts.append(parse_database_url(config.sync.url, config.source).host)
+    if config.mqtt.url:
+        hosts.append(parse_broker_url(config.mqtt.url, config.source).host)
     return list(dict.fromkeys(hosts))
 
 
@@ -249,7 +284,8 @@ def network_allowance(hosts: Sequence[str], resolve: Resolve | None = None,
             pass
         found = list(resolve(host))
         if not found:
-            raise ConfigError("config", "llm.server / sync.url", f"the host {shown(host, 80)!r} "
+            raise ConfigError("config", "llm.server / sync.url / mqtt.url",
+                              f"the host {shown(host, 80)!r} "
                               "does not resolve: give its address, or fix the name")
         allowed += [*found, *LOOPBACK, *_name_servers(resolv_conf)]
     return list(dict.fromkeys(allowed))

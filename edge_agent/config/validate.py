@@ -85,10 +85,19 @@ class TextRule:
 def check_value(expected: Any, value: Any, source: str, key: str, *,
                 bounds: Bounds | None = None, choices: tuple[str, ...] = (),
                 text: TextRule | None = None) -> Any:
-    """`value` as type `expected` (bool, int, float, str, list[...] of those), within
+    """`value` as type `expected` (bool, int, float, str, list[...] and dict[str, ...] of
+    those, Any), within
     `bounds` or `choices`, following `text` for strings; ConfigError naming the file and key."""
     if isinstance(expected, types.UnionType):
         expected = expected.__args__[0]
+    if expected is Any:
+        return value
+    if typing.get_origin(expected) is dict:
+        _, item = typing.get_args(expected)
+        if not isinstance(value, dict):
+            raise ConfigError(source, key, f"must be a table, got {_seen(value)}")
+        return {name: check_value(item, v, source, f"{key}.{name}", bounds=bounds,
+                                  choices=choices, text=text) for name, v in value.items()}
     if typing.get_origin(expected) is list:
         (item,) = typing.get_args(expected)
         if not isinstance(value, list):

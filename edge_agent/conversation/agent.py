@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pacing import paced_frames
@@ -29,6 +30,7 @@ from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
+from edge_agent.conversation.timekeeper import Timekeeper
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnTaking
 from edge_agent.conversation.upkeep import Upkeep
@@ -47,9 +49,10 @@ from edge_agent.events import (
     UserTurn,
 )
 from edge_agent.knowledge.live import Grounder
-from edge_agent.memory.conversation_memory import ConversationMemory
+from edge_agent.memory.conversation_memory import ConversationMemory, utc_now
 from edge_agent.memory.history import History
 from edge_agent.owner import Owner, OwnerThread
+from edge_agent.timers.desk import TimerDesk
 
 __all__ = ["Conversation", "ConversationSettings", "Engines"]
 
@@ -78,6 +81,8 @@ class Conversation:
         echo: EchoFilter | None = None,
         gate: TalkerGate | None = None,
         knowledge: Grounder | None = None,
+        timers: TimerDesk | None = None,
+        wall: Callable[[], datetime] = utc_now,
     ) -> None:
         self._mic = mic
         self._speaker = speaker
@@ -112,6 +117,11 @@ class Conversation:
         self._session = 0
         self._upkeep = Upkeep(settings, self._clock, self._responder, self.memory,
                               knowledge is not None)
+        self._timekeeper = (Timekeeper(
+            timers, owner("timers"), self._clock, log, settings.rings, wall,
+            say=self._responder.announce, wake=self._ring_wakes,
+            voice_rate=engines.tts.sample_rate) if timers is not None else None)
+        self._responder.commands = self._timekeeper
         self.started = asyncio.Event()
         """Set once start-up is done: a session resumed or opened, its greeting begun if it
         has one, and the loop about to listen."""
@@ -139,6 +149,7 @@ class Conversation:
     async def run(self) -> None:
         """Greet (if configured) and converse until cancelled; then finalize what is open."""
         upkeep: asyncio.Task[None] | None = None
+        timekeeping: asyncio.Task[None] | None = None
         try:
             resumed = await self.memory.start()
             if resumed is not None:
@@ -150,11 +161,16 @@ class Conversation:
                 self._open_session("start-up", greet=True)
             upkeep = asyncio.create_task(self._upkeep.run(lambda: self.busy),
                                          name="memory-upkeep")
+            if self._timekeeper is not None:
+                timekeeping = asyncio.create_task(self._timekeeper.run(lambda: self.busy),
+                                                  name="timers")
+                timekeeping.add_done_callback(self._check_timekeeping)
             self.started.set()
             await self._listen()
         finally:
-            if upkeep is not None:
-                upkeep.cancel()
+            for task in (upkeep, timekeeping):
+                if task is not None:
+                    task.cancel()
             await self._upkeep.stop_folding()
             await self._responder.stop()
             self._stt_thread.close()
@@ -344,6 +360,16 @@ class Conversation:
         utterance.audio.clear()
         utterance.keep(after)
         return utterance
+
+    def _ring_wakes(self) -> None:
+        """A timer rings: with no session open, one opens (so "stop" is heard without the
+        wake word), with no greeting."""
+        if not self._session:
+            self._open_session("timer", greet=False)
+
+    def _check_timekeeping(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._responder.failure = task.exception()  # the loop raises it
 
     def _open_session(self, how: str, greet: bool) -> None:
         self.memory.open_session(how)

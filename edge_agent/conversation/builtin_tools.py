@@ -7,7 +7,6 @@ sequence of tools), so a deployment adds its own actions without touching the pa
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ from sqlite_utils import Database
 
 from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.errors import ConfigError
+from edge_agent.memory.thread_db import ThreadDatabases
 from edge_agent.plugins import load_plugin
 
 MAX_PEOPLE = 20
@@ -33,29 +33,15 @@ BOOK_TABLE_PARAMETERS = {
 
 
 class TableBookings:
-    """The `bookings` table of one SQLite file.
-
-    sqlite3 connections belong to the thread that opened them. The conversation runs tools on
-    its "tools" owner thread, but that thread is only known at the first call (and a restarted
-    conversation gets a new one), so each calling thread opens its own connection lazily.
-    """
+    """The `bookings` table of one SQLite file, written from the conversation's "tools"
+    thread (a connection per thread: `ThreadDatabases`)."""
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
-        self._local = threading.local()
+        self._databases = ThreadDatabases(db_path, _bookings_table)
 
     def _db(self) -> Database:
-        db: Database | None = getattr(self._local, "db", None)
-        if db is None:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            db = Database(self.db_path)
-            # WAL: readers (a `sessions` command, a dashboard) never block a booking.
-            db.enable_wal()
-            db["bookings"].create(  # type: ignore[union-attr]
-                {"id": int, "time": str, "people": int, "booked_at": str},
-                pk="id", if_not_exists=True)
-            self._local.db = db
-        return db
+        return self._databases.get()
 
     def book(self, time: str, people: int) -> str:
         """Book a table; the result (or `error: ...`) is phrased for the model to say."""
@@ -79,10 +65,12 @@ class TableBookings:
 
     def close(self) -> None:
         """Close this thread's connection (others close when their thread ends)."""
-        db: Database | None = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._databases.close()
+
+
+def _bookings_table(db: Database) -> None:
+    db["bookings"].create(  # type: ignore[union-attr]
+        {"id": int, "time": str, "people": int, "booked_at": str}, pk="id", if_not_exists=True)
 
 
 def book_table_tool(db_path: Path) -> Tool:
@@ -100,19 +88,19 @@ BUILTIN: dict[str, Callable[[Path], Tool]] = {"book_table": book_table_tool}
 """Built-in tools by the name a config uses; each factory takes the database path."""
 
 
-def load_tools(names: Sequence[str], db_path: Path, source: str) -> Toolbox:
+def load_tools(names: Sequence[str], db_path: Path, source: str,
+               more: Sequence[Tool] = ()) -> Toolbox:
     """Built-in names, or dotted paths "package.module:factory" to a callable (db_path) -> Tool
-    or -> Sequence[Tool]. Unknown name / import failure -> ConfigError(source, "tools.enabled",
-    reason)."""
+    or -> Sequence[Tool]; and `more` (the house's, `[[mqtt.tools]]`). Unknown name / import
+    failure / a name twice -> ConfigError(source, "tools.enabled", reason)."""
     tools: list[Tool] = []
-    for name in names:
-        made = _make(name, db_path, source)
-        for tool in made:
-            if any(t.name == tool.name for t in tools):
-                raise ConfigError(source, "tools.enabled",
-                                  f"two enabled tools are named {tool.name!r} ({name!r} adds the "
-                                  "second); enable each tool once")
-            tools.append(tool)
+    made = [(name, tool) for name in names for tool in _make(name, db_path, source)]
+    for name, tool in [*made, *(("[[mqtt.tools]]", tool) for tool in more)]:
+        if any(t.name == tool.name for t in tools):
+            raise ConfigError(source, "tools.enabled",
+                              f"two enabled tools are named {tool.name!r} ({name!r} adds the "
+                              "second); enable each tool once")
+        tools.append(tool)
     return Toolbox(tools)
 
 

@@ -28,7 +28,7 @@ import contextlib
 import itertools
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from edge_agent.audio.device import Speaker
 from edge_agent.audio.unit_audio import UnitAudioSink
@@ -69,6 +69,19 @@ Speech = asyncio.Queue[tuple[Unit, str | None] | None]
 """Clauses for the voice, unit by unit: (unit, clause); (unit, None) ends a unit; None ends all."""
 
 
+class Commands(Protocol):
+    """Requests answered without the model (the timers' commands)."""
+
+    def claims(self, text: str) -> bool:
+        """`text` is one of them (its answer is not prepared by the model)."""
+        ...
+
+    async def answer(self, text: str) -> str | None:
+        """Do what `text` asks and return the words to say ("": nothing); None if `text`
+        is not one of them."""
+        ...
+
+
 class Responder:
     """One reply at a time: its model hops, tools and speech, and what is said instead when an
     engine fails; its units are played and recorded by `Playback`."""
@@ -89,6 +102,9 @@ class Responder:
         self._tts_thread = owner("tts")
         self._tools_thread = owner("tools")
         self._knowledge = knowledge
+        self.commands: Commands | None = None
+        """Answered before the model is asked (set once, before the loop starts)."""
+        self._lead = b""
         self._knowledge_thread = owner("knowledge") if knowledge is not None else None
         self._tool_jobs: set[asyncio.Future[str]] = set()
         self._reply: asyncio.Task[None] | None = None
@@ -114,10 +130,13 @@ class Responder:
     def now_playing(self) -> NowPlaying | None:
         return self._playback.now_playing()
 
-    async def prepare(self, turn: int, user_text: str) -> PreparedReply:
+    async def prepare(self, turn: int, user_text: str) -> PreparedReply | None:
         """Start answering `user_text` as turn `turn` without playing or recording anything:
         the knowledge's lookup, the model's first hop and the first piece's audio (see
-        `PreparedReply`)."""
+        `PreparedReply`). None for a command (`Commands`): it acts, so it waits for the
+        turn."""
+        if self.commands is not None and self.commands.claims(user_text):
+            return None
         grounding = await self._look_up(user_text, self.memory.history.turns)
         messages = self._prompt(pending_user=user_text, note=_note(grounding))
         failures: list[EngineFailure] = []
@@ -154,9 +173,21 @@ class Responder:
         """Answer user turn `turn` (0: the greeting, no model involved), whose words were
         `asked`, from `prepared` if it was prepared for this turn and this history."""
         self._first_unit_of_reply = None
+        self._lead = b""
         self._reply = asyncio.create_task(self._answer(turn, prepared, asked),
                                           name=f"reply-{turn}")
         self._reply.add_done_callback(self._check_reply)
+
+    def announce(self, words: str, lead: bytes = b"") -> asyncio.Task[None]:
+        """Say `words` as a reply of its own (no turn, no model: a timer's ring), `lead` (PCM
+        at the voice's rate) played before the first word. The task ends when it has played
+        out; it is cancelled if something cuts it (a barge-in, `stop`)."""
+        self._first_unit_of_reply = None
+        self._lead = lead
+        reply = asyncio.create_task(self._answer(0, None, "", said=words), name="announce")
+        reply.add_done_callback(self._check_reply)
+        self._reply = reply
+        return reply
 
     def number_units_after(self, count: int) -> None:
         """Units of a resumed session exist up to u`count`: new ones are numbered after it."""
@@ -286,14 +317,16 @@ class Responder:
         await self.memory.flushed()  # the user turn is on disk before its answer plays
         return prepared
 
-    async def _answer(self, turn: int, prepared: PreparedReply | None, asked: str) -> None:
-        """One reply: model hops (each may speak, call tools, or both) and their speech. The
-        playback tasks (finalizing, announcing) outlive a failed hop: what was queued plays."""
+    async def _answer(self, turn: int, prepared: PreparedReply | None, asked: str,
+                      said: str | None = None) -> None:
+        """One reply: model hops (each may speak, call tools, or both) and their speech; or
+        the words `said` (turn 0: the greeting, or an announcement). The playback tasks
+        (finalizing, announcing) outlive a failed hop: what was queued plays."""
         try:
             async with asyncio.TaskGroup() as playback:
                 try:
-                    await self._say(playback, turn,
-                                    lambda speech: self._hops(turn, prepared, asked, speech))
+                    await self._say(playback, turn, lambda speech: self._hops(
+                        turn, prepared, asked, speech, said))
                 except Exception as error:  # cancellation, Ctrl-C and exit are not: they go on
                     await self._recover(turn, error, playback)
             self.prewarm()
@@ -349,9 +382,16 @@ class Responder:
                 playback.create_task(self._playback.play_out(fallback))
 
     async def _hops(self, turn: int, prepared: PreparedReply | None, asked: str,
-                    speech: Speech) -> None:
+                    speech: Speech, said: str | None) -> None:
         if turn == 0:
-            await self._speak_hop(_pieces_of(self._settings.greeting), speech)
+            await self._speak_hop(_pieces_of(self._settings.greeting if said is None
+                                             else said), speech)
+            return
+        if self.commands is not None and (words := await self.commands.answer(asked)) is not None:
+            if prepared is not None:
+                await self.discard(prepared, "a command")
+            if words:
+                await self._speak_hop(_pieces_of(words), speech)
             return
         if self._tool_jobs:
             # A tool from a cut reply still runs (its action happens): the next prompt waits
@@ -435,6 +475,8 @@ class Responder:
                 audio = await self._synthesize(clause, first)
             if first:
                 audio = audio.without_leading_silence()  # the listener waits for this one
+                if self._lead:
+                    audio, self._lead = audio.led_by(self._lead), b""
             self._stage(turn, "first_piece")
             if self._playback.queue(unit, audio, text_start, text_end):
                 tasks.create_task(self._announce_playback(unit, turn))

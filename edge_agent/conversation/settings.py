@@ -11,6 +11,7 @@ from pathlib import Path
 
 from edge_agent.conversation.endpoint import EndpointRules
 from edge_agent.conversation.segmenter import SegmenterSettings
+from edge_agent.conversation.timekeeper import RingSettings
 from edge_agent.conversation.turn_taking import TurnRules
 from edge_agent.engines.base import (
     LanguageModel,
@@ -69,6 +70,8 @@ class ConversationSettings:
     push_to_talk: bool
     """The microphone counts only while the screen's Talk button is held
     (`Conversation.talk`); letting go ends the turn."""
+    rings: RingSettings
+    """How a timer that came due rings (with timers on)."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ replies = [
   "You're booked.",
 ]
 echo_gain = 0.3              # optional: the microphone hears the agent at this level
+timers = true                # optional: timers on for this call, in the call's database
+start = "wake"               # optional: "immediate", "speech" or "wake" ([session] start)
 
 [room]                       # optional: how that echo reaches the microphone
 delay_ms = 40                # device buffers plus the sound's flight (0..500, default 10)
@@ -65,6 +67,7 @@ from edge_agent.audio.room import (
     Room,
 )
 from edge_agent.audio.room_acoustics import SIZE_RANGE_M, RoomLayout
+from edge_agent.config import Config
 from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.config.validate import Bounds, TextRule, check_value, warn
 from edge_agent.conversation.builtin_tools import BUILTIN
@@ -74,6 +77,11 @@ from edge_agent.errors import ConfigError
 
 DEFAULT_CALL = "luigis.toml"
 _TRIGGERS = ("at", "after_agent_done", "barge_in_after")
+SESSION_STARTS = ("immediate", "speech", "wake")
+"""[agent] start: as `[session] start`."""
+WAKE_CALL_IDLE_END_S = 30.0
+"""A call with [agent] start = "wake" ends an idle session after this long when the config's
+`[session] idle_end_s` is 0 (never: waking needs an end)."""
 _SECONDS = Bounds(0.0, 3600.0)
 _SAID = TextRule(required=True, why="write what the caller says")
 _ROOM_KEYS = {
@@ -137,6 +145,10 @@ class CallScript:
     """How the agent's own voice comes back into the microphone ([agent] echo_gain, [room])."""
     talkers: tuple[Talker, ...] = ()
     """Other people talking near the kiosk ([[talker]])."""
+    timers: bool = False
+    """Timers on for this call ([agent] timers), in the call's database."""
+    start: str | None = None
+    """How the call's session opens ([agent] start; None: as the config says)."""
 
     @property
     def echo_gain(self) -> float:
@@ -168,10 +180,15 @@ def parse_call(text: str, source: str) -> CallScript:
     agent = data.get("agent", {})
     if not isinstance(agent, dict):
         raise ConfigError(source, "agent", "must be a table ([agent])")
-    extra = set(agent) - {"greeting", "replies", "tools", "echo_gain"}
+    extra = set(agent) - {"greeting", "replies", "tools", "echo_gain", "timers", "start"}
     if extra:
         raise ConfigError(source, f"agent.{sorted(extra)[0]}",
-                          "unknown key (greeting, replies, tools, echo_gain)")
+                          "unknown key (greeting, replies, tools, echo_gain, timers, start)")
+    timers = check_value(bool, agent.get("timers", False), source, "agent.timers")
+    start = agent.get("start")
+    if start is not None and start not in SESSION_STARTS:
+        raise ConfigError(source, "agent.start",
+                          f"must be one of {', '.join(map(repr, SESSION_STARTS))}, not {start!r}")
     tools = agent.get("tools")
     if tools is not None:
         check_value(list[str], tools, source, "agent.tools", text=TextRule(required=True))
@@ -193,7 +210,8 @@ def parse_call(text: str, source: str) -> CallScript:
     return CallScript(source, lines, greeting, scripted,
                       tuple(tools) if tools is not None else None,
                       *_placed(_room(data.get("room"), float(echo_gain), source),
-                               _talkers(data.get("talker", []), source), source))
+                               _talkers(data.get("talker", []), source), source),
+                      timers=bool(timers), start=start)
 
 
 def _placed(room: Room, talkers: tuple[Talker, ...], source: str
@@ -362,6 +380,19 @@ def call_tools(call: CallScript, enabled: list[str], config_source: str) -> list
                               f"enabled in [tools] enabled of {config_source}; a call file may "
                               "only pick tools, enable code in the config")
     return list(call.tools)
+
+
+def call_config(call: CallScript, config: Config) -> Config:
+    """`config` with what the call's [agent] asks for: its timers on, its session's start."""
+    if call.timers:
+        config = dataclasses.replace(config, timers=dataclasses.replace(config.timers,
+                                                                        enabled=True))
+    if call.start is not None:
+        session = dataclasses.replace(config.session, start=call.start)
+        if call.start == "wake" and not session.idle_end_s:
+            session = dataclasses.replace(session, idle_end_s=WAKE_CALL_IDLE_END_S)
+        config = dataclasses.replace(config, session=session)
+    return config
 
 
 def check_reachable(call: CallScript, max_seconds: float) -> None:

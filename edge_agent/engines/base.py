@@ -88,6 +88,14 @@ class SpeechAudio:
                       for w in self.words)
         return SpeechAudio(self.pcm[2 * cut:], self.sample_rate, words)
 
+    def led_by(self, lead: bytes) -> SpeechAudio:
+        """The same speech with `lead` (PCM at this rate: a chime) played before it; word
+        timings move with it, so a cut during the lead hears no word."""
+        shift = len(lead) // 2
+        words = tuple(dataclasses.replace(w, start_sample=w.start_sample + shift,
+                                          end_sample=w.end_sample + shift) for w in self.words)
+        return SpeechAudio(lead + self.pcm, self.sample_rate, words)
+
 
 class VoiceActivityDetector(Protocol):
     sample_rate: int

@@ -104,7 +104,7 @@ class Marker:
 
     kind: str
     """"barge-in", "backchannel", "echo", "dropped", "tool", "failed", "session", "cancelled",
-    "knowledge", "notice"."""
+    "knowledge", "notice", "timer"."""
     at: float
     label: str
     """Short text drawn next to it."""

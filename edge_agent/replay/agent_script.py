@@ -42,7 +42,7 @@ from edge_agent.memory.record import LlmRequestRecord
 from edge_agent.replay.timeline import TimedEvent, Timeline
 
 SESSION_START = {"start-up": "immediate", "speech": "speech", "wake": "wake",
-                 "resumed": "immediate"}
+                 "resumed": "immediate", "timer": "speech"}
 """How the recorded session opened -> the replay's `[session] start`."""
 
 
@@ -91,7 +91,14 @@ def agent_script(requests: Sequence[LlmRequestRecord], timeline: Timeline) -> Ag
         by_turn.setdefault(turn, []).append(finalize)
     greeting_units = [unit for turn in sorted(by_turn) if turn[1] == 0
                       for unit in by_turn.pop(turn)]
-    greeting = greeting_units[0].generated if greeting_units else ""
+    # A session a ring opened had no greeting: each unit of its own is a ring.
+    greeted = how != "timer" and bool(greeting_units)
+    greeting = greeting_units[0].generated if greeted else ""
+    rings = greeting_units[1:] if greeted else greeting_units
+    if rings:
+        notes.append(f"{len(rings)} unit(s) said on the agent's own after the greeting (a "
+                     f"timer's ring: {', '.join(u.unit_id for u in rings)}); timers are not "
+                     "replayed")
     runs = _run_numbers(events)
     tools: dict[Turn, list[ToolResult]] = {}
     for used in timeline.of_type(ToolUsed):

@@ -145,7 +145,7 @@ def _conversation(config: Config, script: AgentScript, timeline: Timeline,
                   lines: Sequence[ReplayLine], engines: Engines, clock: VirtualClock,
                   log: EventLog, echo_gain: float) -> tuple[Conversation, ReplayCaller]:
     parts = conversation_parts(config, script.greeting,
-                               tools=recorded_toolbox(script.tool_results))
+                               tools=recorded_toolbox(script.tool_results), effects=False)
     parts = dataclasses.replace(parts, settings=dataclasses.replace(
         parts.settings, session_start=script.session_start, prefix_state_dir=None))
     line_starts: list[float] = []  # the caller's, as it says them; the speaker follows them
