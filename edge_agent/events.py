@@ -187,7 +187,8 @@ class SessionStarted:
     session: Count
     """1 for the first session of this run."""
     how: str
-    """"start-up", "speech", "wake" or "timer" (a timer rang while no session was open)."""
+    """"start-up", "speech", "wake", "timer" (a timer rang while no session was open) or
+    "announcement" (the house asked the agent to say something then)."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,15 @@ class KnowledgeUsed:
 
 
 @dataclass(frozen=True)
+class CommandAnswered:
+    """A user turn was a command the agent's own rules answered, not the model (a timer's:
+    "set a timer for ten minutes", "stop" while one rings): no model request was made for it."""
+
+    turn: Count
+    """The user turn answered (1 = the first)."""
+
+
+@dataclass(frozen=True)
 class TimerChanged:
     """A timer, alarm or reminder was set, rang or ended (`[timers]`)."""
 
@@ -293,7 +303,8 @@ Event = (
     UserSpeechStarted | UserSpeechEnded | UserTurn | TurnDropped | PlaybackStarted | BargeIn
     | UnitFinalized | LlmRequest | ToolUsed | Backchannel | EchoIgnored | CallerSpoke
     | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | TurnStage
-    | SpeculationCancelled | ReplyFailed | KnowledgeUsed | TimerChanged | Notice
+    | SpeculationCancelled | ReplyFailed | KnowledgeUsed | CommandAnswered | TimerChanged
+    | Notice
 )
 
 

@@ -247,8 +247,8 @@ async def _session(conversation: Conversation, log: EventLog, memory: Memory,
     agent goes on without it). `house`: the link to the house's broker, kept meanwhile."""
     events = log.subscribe()
     printing = asyncio.create_task(_report_events(events, reporter))
-    linked = (asyncio.create_task(house.run(log, log.clock), name="mqtt")
-              if house is not None else None)
+    linked = (asyncio.create_task(house.run(log, log.clock, conversation.announce),
+                                  name="mqtt") if house is not None else None)
     if screen is not None:
         try:
             await screen.start()

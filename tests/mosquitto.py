@@ -179,3 +179,11 @@ class Subscriber:
         while self.last(topic) != payload:
             assert time.monotonic() < deadline, (topic, payload, self.messages[-10:])
             await asyncio.sleep(0.02)
+
+
+async def publish(broker: Broker, topic: str, payload: str | bytes, retain: bool = False) -> None:
+    """Publish one message to `broker`, as the house would (QoS 1: the broker has it when this
+    returns)."""
+    async with aiomqtt.Client("127.0.0.1", broker.port, username=USER,
+                              password=PASSWORD) as client:
+        await client.publish(topic, payload, qos=1, retain=retain)

@@ -15,6 +15,7 @@ from edge_agent.events import (
     Backchannel,
     BargeIn,
     CallerSpoke,
+    CommandAnswered,
     EchoIgnored,
     Event,
     KnowledgeUsed,
@@ -55,6 +56,7 @@ ONE_OF_EACH: tuple[Event, ...] = (
     SessionStarted(1, "speech"), SessionEnded(1), TurnStage(1, "first_audio", False),
     SpeculationCancelled(2, "speech resumed"), ReplyFailed(3, "tts", "OSError: x", "fallback"),
     KnowledgeUsed(4, "direct", ("museum.toml:35",), 0.92, 0.4),
+    CommandAnswered(5),
     TimerChanged(3, "timer", "ringing", "2026-12-06T15:05:00+01:00", late=True),
     Notice("a note"),
 )

@@ -7,6 +7,7 @@ import pytest
 
 from edge_agent.console import CONSOLE_QUIET, SPEECH_KINDS, describe, label
 from edge_agent.events import (
+    CommandAnswered,
     Event,
     LlmRequest,
     LoggedEvent,
@@ -22,7 +23,7 @@ from tests.inspect_sessions import SessionBuilder
 from tests.test_event_json import ONE_OF_EACH
 
 UNLABELLED = (UserSpeechStarted, UserSpeechEnded, PlaybackStarted, PlaybackPaused,
-              PlaybackResumed, LlmRequest, TurnStage)
+              PlaybackResumed, LlmRequest, TurnStage, CommandAnswered)
 """Steps of the machinery, shown elsewhere (the page's lanes and latency) or not at all."""
 SAID = ("hi there", "wait", "Hello", "booked", "people", "mm-hm", "we open", "Hello?", "OSError: x")
 """Words of what was said, or quoted from it, in `ONE_OF_EACH`."""

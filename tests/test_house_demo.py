@@ -1,7 +1,7 @@
 """The house end to end: an `edge-agent demo` process on the real engines with `[mqtt]` pointed
 at a real Mosquitto broker. Home Assistant's view of it (discovery, the state as the call goes,
-"offline" when the agent stops) and a config-declared tool switching a light by a message on
-its topic."""
+"offline" when the agent stops), a config-declared tool switching a light by a message on
+its topic, and the house's announcement said when the agent was free."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from edge_agent.events import ToolUsed
 from tests.cli import run_demo
 from tests.logged import events_of
-from tests.mosquitto import PASSWORD, USER, Broker, Subscriber, broker
+from tests.mosquitto import PASSWORD, USER, Broker, Subscriber, broker, publish
 
 __all__ = ["broker"]  # the fixture
 
@@ -37,7 +37,7 @@ at = 0.5
 
 def house_config(broker: Broker, secret: Path) -> str:
     return (f'[mqtt]\nurl = "{broker.url}"\nusername = "{USER}"\npassword_file = "{secret}"\n'
-            f'topic = "{TOPIC}"\n'
+            f'topic = "{TOPIC}"\nannouncements = true\n'
             '[[mqtt.tools]]\nname = "kitchen_light"\n'
             'description = "Switch the kitchen light on or off."\n'
             'topic = "home/kitchen/light/set"\npayload = "{state}"\n'
@@ -50,8 +50,16 @@ async def test_the_agent_is_a_device_of_the_house_and_switches_its_light(
     secret.write_text(PASSWORD + "\n")
     secret.chmod(0o600)
     async with Subscriber(broker, f"{TOPIC}/#", "home/#", "homeassistant/#") as house:
-        demo = await asyncio.to_thread(run_demo, tmp_path, CALL, house_config(broker, secret))
+        running = asyncio.create_task(asyncio.to_thread(
+            run_demo, tmp_path, CALL, house_config(broker, secret)))
+        await house.wait_for("home/kitchen/light/set", "ON", within=120)
+        # The house answers the light with an announcement, while the agent still speaks.
+        await publish(broker, f"{TOPIC}/say", "Dinner is ready.")
+        demo = await running
         await house.wait_for(f"{TOPIC}/availability", "offline")
+    # Said once the reply was over, as a unit of its own, and heard whole.
+    last = demo.record["units"][-1]
+    assert last["generated"] == last["heard"] == "Dinner is ready.", demo.stdout
     (used,) = events_of(demo.record["events"], ToolUsed)
     assert used.result == "done: sent 'ON' to home/kitchen/light/set", used
     assert ("home/kitchen/light/set", "ON", False) in house.messages

@@ -38,6 +38,7 @@ from tests.mosquitto import (
     Subscriber,
     broker,
     make_authority,
+    publish,
     tls_broker,
 )
 
@@ -107,6 +108,10 @@ async def test_the_state_and_the_discovery_are_published_retained(tmp_path: Path
             await house.wait_for(f"{TOPIC}/state", state)
         # Transcripts are off by default: no words reach the house's broker.
         assert not [m for m in house.messages if m[0] == f"{TOPIC}/turn"]
+        # Neither the last turn nor a notify entity (announcements are off) is announced.
+        cleared = {topic for topic, payload in link.discovery().items() if payload == ""}
+        assert cleared == {"homeassistant/sensor/edge-agent_kitchen/turn/config",
+                           "homeassistant/notify/edge-agent_kitchen/say/config"}
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
         await house.wait_for(f"{TOPIC}/availability", "offline")  # said when it stops
@@ -247,6 +252,60 @@ async def test_tls_to_a_listener_without_it_is_one_line(tmp_path: Path, broker: 
     (line,) = notices(log)
     assert line.startswith(f"mqtt: the broker at {plain.url} broke off the TLS handshake"), line
     assert f"does it listen for TLS on port {broker.port}?" in line
+
+
+async def test_what_the_house_publishes_to_say_is_said_and_a_bad_message_is_one_line(
+        tmp_path: Path, broker: Broker) -> None:
+    await publish(broker, f"{TOPIC}/say", "An old message.", retain=True)  # before the agent
+    log = EventLog(MonotonicClock())
+    link = link_of(config(tmp_path, broker, extra="announcements = true\n"))
+    said: list[str] = []
+
+    def announce(words: str) -> str | None:
+        if len(said) == 2:
+            return "5 announcements are waiting to be said already"
+        said.append(words)
+        return None
+
+    running = asyncio.create_task(link.run(log, log.clock, announce))
+    await until(lambda: link.connected)
+    await until(lambda: len(notices(log)) == 2)  # connected; the retained one is refused
+    await publish(broker, f"{TOPIC}/say", "Dinner\u202e is\tready\u200b.\n")
+    await publish(broker, f"{TOPIC}/say", b"\xff\xfe not text")
+    await publish(broker, f"{TOPIC}/say", "word " * 120)
+    await publish(broker, f"{TOPIC}/say", " \n ")
+    await publish(broker, f"{TOPIC}/say", "The washing machine is done.")
+    await publish(broker, f"{TOPIC}/say", "One too many.")
+    await until(lambda: len(notices(log)) == 6)
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    assert said == ["Dinner is ready .", "The washing machine is done."]
+    # Home Assistant sees a notify entity whose messages go to that topic.
+    notify = json.loads(link.discovery()["homeassistant/notify/edge-agent_kitchen/say/config"])
+    assert notify["command_topic"] == f"{TOPIC}/say" and notify["name"] == "Say"
+    refused = f"mqtt: a message to {TOPIC}/say is not said: "
+    assert notices(log)[1:] == [
+        refused + "it is retained (publish announcements with retain off)",
+        refused + "it is not UTF-8 text",
+        refused + "it is 599 characters long, more than 500",
+        refused + "it holds no words",
+        refused + "5 announcements are waiting to be said already"]
+
+
+async def test_without_announcements_nothing_the_house_publishes_is_said(
+        tmp_path: Path, broker: Broker) -> None:
+    log = EventLog(MonotonicClock())
+    link = link_of(config(tmp_path, broker))
+    said: list[str] = []
+    running = asyncio.create_task(link.run(log, log.clock, lambda words: said.append(words)))
+    await until(lambda: link.connected)
+    async with Subscriber(broker, f"{TOPIC}/#") as house:
+        await publish(broker, f"{TOPIC}/say", "Dinner is ready.")
+        await house.wait_for(f"{TOPIC}/say", "Dinner is ready.")  # the broker passed it on
+        await asyncio.sleep(0.3)
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    assert said == [] and notices(log) == [f"mqtt: connected to {broker.url}"]
 
 
 @pytest.mark.parametrize(("text", "key", "says"), [

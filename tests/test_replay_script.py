@@ -13,6 +13,8 @@ from edge_agent.clock import VirtualClock
 from edge_agent.engines.base import ToolCall
 from edge_agent.engines.llm.scripted import ScriptedToolReply
 from edge_agent.events import (
+    BargeIn,
+    CommandAnswered,
     Event,
     EventLog,
     KnowledgeUsed,
@@ -20,6 +22,7 @@ from edge_agent.events import (
     PlaybackPaused,
     PlaybackStarted,
     SessionStarted,
+    TimerChanged,
     ToolUsed,
     UnitFinalized,
     UserSpeechEnded,
@@ -264,6 +267,24 @@ def test_a_turn_the_knowledge_answered_is_said_again_by_the_script() -> None:
               ev(PlaybackStarted(unit_id="u2"), 3.5), final("u2", "You're welcome.", at=4.0)]
     script = agent_script(_requests((2, 1)), build_timeline(events, 3))
     assert script.replies == ("14 euros.", "You're welcome.") and script.notes == ()
+
+
+def test_turns_the_timers_rules_answered_keep_the_replies_after_them_in_place() -> None:
+    events = [ev(SessionStarted(session=1, how="speech"), 0.0),
+              ev(UserTurn(text="Set a pasta timer for 5 seconds.", words=()), 1.0),
+              ev(CommandAnswered(1), 1.0),
+              ev(PlaybackStarted(unit_id="u1"), 1.2), final("u1", "Pasta timer set.", at=2.0),
+              ev(TimerChanged(1, "timer", "ringing", "2026-12-06T15:05:00+01:00"), 6.0),
+              ev(PlaybackStarted(unit_id="u2"), 6.1),
+              ev(BargeIn("u2", "Stop."), 6.8), final("u2", "Your pasta timer is done.",
+                                                    heard="Your pasta", at=6.8),
+              ev(UserTurn(text="Stop.", words=()), 7.0), ev(CommandAnswered(2), 7.0),
+              ev(UserTurn(text="What is the capital of France?", words=()), 9.0),
+              ev(PlaybackStarted(unit_id="u3"), 9.5), final("u3", "Paris.", at=10.0)]
+    script = agent_script(_requests((3, 1)), build_timeline(events, 3))
+    # "Stop." is answered with silence: its empty reply keeps "Paris." for the third turn.
+    assert script.replies == ("Pasta timer set.", "", "Paris.")
+    assert any("answered by the timers' rules" in note for note in script.notes), script.notes
 
 
 def test_recorded_tools_return_the_recorded_results_in_order_and_run_nothing() -> None:

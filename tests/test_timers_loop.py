@@ -16,7 +16,14 @@ from zoneinfo import ZoneInfo
 
 from edge_agent.clock import VirtualClock
 from edge_agent.conversation.timekeeper import RingSettings, chime
-from edge_agent.events import BargeIn, SessionStarted, TimerChanged, UnitFinalized, UserTurn
+from edge_agent.events import (
+    BargeIn,
+    CommandAnswered,
+    SessionStarted,
+    TimerChanged,
+    UnitFinalized,
+    UserTurn,
+)
 from edge_agent.timers.desk import TimerDesk
 from edge_agent.timers.store import TimerStore
 from tests.fakes import FakeWakeWord, speech, wake_word
@@ -148,6 +155,8 @@ async def test_stop_in_a_pause_ends_the_ring_and_stop_with_nothing_ringing_goes_
     await h.run_until(lambda: len(events(h, UnitFinalized)) == 3)
     await stop(task)
     assert heard(h)[2] == "Stopped what?" and len(h.llm.requests) == 1
+    # The turns the rules answered are marked (a replay says their words again); not the third.
+    assert [e.turn for e in events(h, CommandAnswered)] == [1, 2]
     assert states(tmp_path) == [("done", "voice")]
 
 

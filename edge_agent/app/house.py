@@ -30,5 +30,6 @@ def build_house(config: Config) -> HouseLink | None:
         address=address, username=mqtt.username, password=password, ca_file=mqtt.ca_file,
         topic=mqtt.topic or f"edge-agent/{socket.gethostname()}",
         discovery_prefix=mqtt.discovery_prefix, publish_transcripts=mqtt.publish_transcripts,
+        announcements=mqtt.announcements,
         timeout_s=mqtt.timeout_ms / 1000,
         idle_state="listening" if config.session.start == "immediate" else "waiting"))

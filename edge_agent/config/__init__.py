@@ -329,6 +329,9 @@ class MqttConfig:
     publish_transcripts: bool = False
     """Also publish what the caller said and what the listener heard of the agent (not
     retained); off: a house's broker is read by every device on it."""
+    announcements: bool = False
+    """Say what the house publishes to `<topic>/say` (plain text, with the chime, when nobody
+    is talking); off: whoever may publish there may make the agent speak."""
     timeout_ms: int = 2000
     """A tool waits at most this long for the broker; then it answers that the house could
     not be reached (a reply is never held longer)."""

@@ -19,6 +19,7 @@ from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pacing import paced_frames
 from edge_agent.audio.talker_gate import TalkerGate
 from edge_agent.audio.unit_audio import CallerAudioSink, UnitAudioSink
+from edge_agent.conversation.announcer import Announcer
 from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.interruptions import Interruptions
@@ -30,7 +31,7 @@ from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
-from edge_agent.conversation.timekeeper import Timekeeper
+from edge_agent.conversation.timekeeper import Timekeeper, chime
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnTaking
 from edge_agent.conversation.upkeep import Upkeep
@@ -119,9 +120,12 @@ class Conversation:
                               knowledge is not None)
         self._timekeeper = (Timekeeper(
             timers, owner("timers"), self._clock, log, settings.rings, wall,
-            say=self._responder.announce, wake=self._ring_wakes,
+            say=self._responder.announce, wake=lambda: self._open_if_none("timer"),
             voice_rate=engines.tts.sample_rate) if timers is not None else None)
         self._responder.commands = self._timekeeper
+        self._announcer = Announcer(self._clock, self._responder.announce,
+                                    lambda: self._open_if_none("announcement"),
+                                    chime(engines.tts.sample_rate))
         self.started = asyncio.Event()
         """Set once start-up is done: a session resumed or opened, its greeting begun if it
         has one, and the loop about to listen."""
@@ -148,8 +152,7 @@ class Conversation:
 
     async def run(self) -> None:
         """Greet (if configured) and converse until cancelled; then finalize what is open."""
-        upkeep: asyncio.Task[None] | None = None
-        timekeeping: asyncio.Task[None] | None = None
+        background: list[asyncio.Task[None]] = []
         try:
             resumed = await self.memory.start()
             if resumed is not None:
@@ -159,18 +162,22 @@ class Conversation:
             self._responder.prewarm()
             if resumed is None and self._settings.session_start == "immediate":
                 self._open_session("start-up", greet=True)
-            upkeep = asyncio.create_task(self._upkeep.run(lambda: self.busy),
-                                         name="memory-upkeep")
-            if self._timekeeper is not None:
-                timekeeping = asyncio.create_task(self._timekeeper.run(lambda: self.busy),
-                                                  name="timers")
-                timekeeping.add_done_callback(self._check_timekeeping)
+            background.append(asyncio.create_task(self._upkeep.run(lambda: self.busy),
+                                                  name="memory-upkeep"))
+            timekeeper = self._timekeeper
+            if timekeeper is not None:
+                background.append(asyncio.create_task(timekeeper.run(lambda: self.busy),
+                                                      name="timers"))
+            background.append(asyncio.create_task(self._announcer.run(
+                lambda: self.busy or (timekeeper is not None and timekeeper.ringing)),
+                name="announcements"))
+            for task in background[1:]:
+                task.add_done_callback(self._check_background)
             self.started.set()
             await self._listen()
         finally:
-            for task in (upkeep, timekeeping):
-                if task is not None:
-                    task.cancel()
+            for task in background:
+                task.cancel()
             await self._upkeep.stop_folding()
             await self._responder.stop()
             self._stt_thread.close()
@@ -361,13 +368,18 @@ class Conversation:
         utterance.keep(after)
         return utterance
 
-    def _ring_wakes(self) -> None:
-        """A timer rings: with no session open, one opens (so "stop" is heard without the
-        wake word), with no greeting."""
-        if not self._session:
-            self._open_session("timer", greet=False)
+    def announce(self, words: str) -> str | None:
+        """Say `words` (the house's announcement) when nobody is talking and no timer rings,
+        as a unit of its own after the chime: None, or why they will not be said."""
+        return self._announcer.announce(words)
 
-    def _check_timekeeping(self, task: asyncio.Task[None]) -> None:
+    def _open_if_none(self, how: str) -> None:
+        """A timer rings or the house announces: with no session open, one opens (so "stop"
+        or an answer is heard without the wake word), with no greeting."""
+        if not self._session:
+            self._open_session(how, greet=False)
+
+    def _check_background(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             self._responder.failure = task.exception()  # the loop raises it
 

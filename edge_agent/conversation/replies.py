@@ -48,6 +48,7 @@ from edge_agent.conversation.tools import Toolbox
 from edge_agent.engines.base import ChatMessage, SpeechAudio, ToolCall
 from edge_agent.engines.cpu_share import listener_waits
 from edge_agent.events import (
+    CommandAnswered,
     EventLog,
     KnowledgeUsed,
     LlmRequest,
@@ -388,6 +389,7 @@ class Responder:
                                              else said), speech)
             return
         if self.commands is not None and (words := await self.commands.answer(asked)) is not None:
+            self._log.publish(CommandAnswered(turn))
             if prepared is not None:
                 await self.discard(prepared, "a command")
             if words:

@@ -79,6 +79,11 @@ class Timekeeper:
         self._asked: TimerCommand | None = None
         """A command whose time the agent asked for ("For how long?") in the last turn."""
 
+    @property
+    def ringing(self) -> bool:
+        """Timers ring now (in a ring or the pause between two)."""
+        return bool(self._ringing)
+
     # -- commands ------------------------------------------------------------------------
 
     def claims(self, text: str) -> bool:
@@ -157,6 +162,8 @@ class Timekeeper:
         ended_by = ""
         # Cancelled (the agent stops): the timers stay "ringing" and ring at the next start.
         while True:
+            while busy():  # an announcement may have begun while the table was written
+                await self._clock.sleep(0.1)
             seen = len(self._log.entries)
             ring = self._say(words, self._chime)
             await asyncio.wait({ring})

@@ -8,7 +8,8 @@ connection drops: its last will) and its state to `<topic>/state` ("waiting" for
 "listening", "thinking", "speaking"; retained, so a dashboard that starts later reads it). With
 `publish_transcripts`, each user turn and what the listener heard of each unit go to
 `<topic>/turn` (not retained). When Home Assistant restarts (it publishes "online" to
-`<prefix>/status`), the announcement is made again.
+`<prefix>/status`), the discovery is published again. With `announcements`, what the house
+publishes to `<topic>/say` (plain UTF-8 text, not retained) is said when nobody is talking.
 
 A broker that is down never holds the conversation up: the state is only remembered while the
 link is down, and republished (retained) as soon as it is back; the link retries with a
@@ -23,7 +24,9 @@ import contextlib
 import json
 import re
 import ssl
+import unicodedata
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +48,10 @@ from edge_agent.events import (
     UserTurn,
 )
 
+MAX_ANNOUNCEMENT_CHARS = 500
+"""The longest announcement said (about half a minute of speech)."""
+Announce = Callable[[str], str | None]
+"""Has the agent say an announcement: None, or why it will not be said."""
 RETRY_MIN_S = 1.0
 RETRY_MAX_S = 30.0
 KEEPALIVE_S = 15
@@ -70,6 +77,8 @@ class HouseSettings:
     """Home Assistant's discovery prefix ("" : no announcement)."""
     publish_transcripts: bool
     """Publish each turn's words to `<topic>/turn`."""
+    announcements: bool
+    """Say what arrives on `<topic>/say`."""
     timeout_s: float
     """The longest a tool waits for the broker."""
     idle_state: str
@@ -87,6 +96,8 @@ class HouseLink:
         self._session_open = False
         self._turns: deque[dict[str, str]] = deque(maxlen=16)
         self._changed = asyncio.Event()
+        self._announce_to: Announce | None = None
+        self._log: EventLog | None = None
         self._client: aiomqtt.Client | None = None
         self._tried = asyncio.Event()
         """Set once the first connection attempt has ended (connected or not)."""
@@ -98,10 +109,14 @@ class HouseLink:
     def connected(self) -> bool:
         return self._client is not None
 
-    async def run(self, log: EventLog, clock: Clock) -> None:
+    async def run(self, log: EventLog, clock: Clock,
+                  announce: Announce | None = None) -> None:
         """Follow the agent's events and keep the broker informed, until cancelled (then
-        "offline" is published, if the broker is there)."""
+        "offline" is published, if the broker is there). `announce(words)`: has the agent say
+        the words of a message to `<topic>/say` (with `announcements`); None, or why not."""
         self._loop = asyncio.get_running_loop()
+        self._announce_to = announce if self.settings.announcements else None
+        self._log = log
         events = log.subscribe()
         watching = asyncio.create_task(self._watch(events), name="mqtt-state")
         try:
@@ -199,13 +214,17 @@ class HouseLink:
         status = f"{self.settings.discovery_prefix}/status"
         await client.subscribe(status if self.settings.discovery_prefix
                                else self._topic("availability"))
-        await self._announce(client)
+        if self._announce_to is not None:
+            await client.subscribe(self._topic("say"), qos=1)
+        await self._make_known(client)
         publishing = asyncio.create_task(self._publish_changes(client), name="mqtt-publish")
         try:
             async for message in client.messages:
                 if (self.settings.discovery_prefix and message.topic.matches(status)
                         and message.payload == b"online"):
-                    await self._announce(client)
+                    await self._make_known(client)
+                elif self._announce_to is not None and message.topic.matches(self._topic("say")):
+                    self._heard_say(message.payload, bool(message.retain))
                 if publishing.done():
                     publishing.result()  # its MqttError: the connection is gone
         except asyncio.CancelledError:
@@ -219,7 +238,7 @@ class HouseLink:
             with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
                 await publishing
 
-    async def _announce(self, client: aiomqtt.Client) -> None:
+    async def _make_known(self, client: aiomqtt.Client) -> None:
         """Discovery, availability and the state, all retained."""
         for topic, payload in self.discovery().items():
             await client.publish(topic, payload, qos=1, retain=True)
@@ -239,10 +258,37 @@ class HouseLink:
                 published = self.state
                 await client.publish(self._topic("state"), published, qos=1, retain=True)
 
+    def _heard_say(self, payload: object, retained: bool) -> None:
+        """A message to `<topic>/say`: its words said, or one line on the console why not."""
+        assert self._announce_to is not None and self._log is not None
+        problem = None
+        topic = self._topic("say")
+        if retained:
+            # A retained one would be said again at every reconnect: never.
+            problem = "it is retained (publish announcements with retain off)"
+        elif not isinstance(payload, bytes):
+            problem = "it is not text"
+        else:
+            try:
+                words = announcement_words(payload.decode("utf-8"))
+            except UnicodeDecodeError:
+                problem = "it is not UTF-8 text"
+            else:
+                if not words:
+                    problem = "it holds no words"
+                elif len(words) > MAX_ANNOUNCEMENT_CHARS:
+                    problem = (f"it is {len(words)} characters long, more than "
+                               f"{MAX_ANNOUNCEMENT_CHARS}")
+                else:
+                    problem = self._announce_to(words)
+        if problem is not None:
+            self._log.publish(Notice(f"mqtt: a message to {topic} is not said: {problem}"))
+
     def discovery(self) -> dict[str, str]:
         """Home Assistant's discovery messages (topic -> JSON): the agent's state as a sensor
-        of an "edge-agent" device, and its last turn when transcripts are published (an
-        empty payload removes an entity announced before)."""
+        of an "edge-agent" device, its last turn when transcripts are published, and a notify
+        entity that says its message with announcements (an empty payload removes an entity
+        announced before)."""
         prefix = self.settings.discovery_prefix
         if not prefix:
             return {}
@@ -255,6 +301,12 @@ class HouseLink:
         turn_topic = f"{prefix}/sensor/{self.node_id}/turn/config"
         messages = {f"{prefix}/sensor/{self.node_id}/state/config": json.dumps(state),
                     turn_topic: ""}
+        say_topic = f"{prefix}/notify/{self.node_id}/say/config"
+        messages[say_topic] = ""
+        if self.settings.announcements:  # Home Assistant's notify.send_message says it
+            say = {"name": "Say", "unique_id": f"{self.node_id}_say",
+                   "command_topic": self._topic("say"), "icon": "mdi:bullhorn", **common}
+            messages[say_topic] = json.dumps(say)
         if self.settings.publish_transcripts:
             turn = {"name": "Last turn", "unique_id": f"{self.node_id}_turn",
                     "state_topic": self._topic("turn"),
@@ -322,3 +374,10 @@ def broker_problem(exc: aiomqtt.MqttError, settings: HouseSettings) -> str:
     if "Connection refused" in text or "Errno 111" in text:
         return f"nothing answers at {shown} (connection refused): is the broker running?"
     return f"lost the broker at {shown} ({text})"
+
+
+def announcement_words(text: str) -> str:
+    """`text` as it may be said: control and formatting characters (bidi overrides, zero
+    widths) dropped, white space made single spaces."""
+    kept = "".join(c if unicodedata.category(c) not in ("Cc", "Cf") else " " for c in text)
+    return " ".join(kept.split())

@@ -25,6 +25,7 @@ from edge_agent.conversation.failures import FALLBACK_LINE
 from edge_agent.conversation.tools import Tool, Toolbox
 from edge_agent.engines.llm.scripted import ScriptedReply, ScriptedToolReply
 from edge_agent.events import (
+    CommandAnswered,
     Event,
     KnowledgeUsed,
     Notice,
@@ -42,7 +43,7 @@ from edge_agent.memory.record import LlmRequestRecord
 from edge_agent.replay.timeline import TimedEvent, Timeline
 
 SESSION_START = {"start-up": "immediate", "speech": "speech", "wake": "wake",
-                 "resumed": "immediate", "timer": "speech"}
+                 "resumed": "immediate", "timer": "speech", "announcement": "speech"}
 """How the recorded session opened -> the replay's `[session] start`."""
 
 
@@ -91,14 +92,14 @@ def agent_script(requests: Sequence[LlmRequestRecord], timeline: Timeline) -> Ag
         by_turn.setdefault(turn, []).append(finalize)
     greeting_units = [unit for turn in sorted(by_turn) if turn[1] == 0
                       for unit in by_turn.pop(turn)]
-    # A session a ring opened had no greeting: each unit of its own is a ring.
-    greeted = how != "timer" and bool(greeting_units)
+    # A session a ring or an announcement opened had no greeting: each unit of its own is one.
+    greeted = how not in ("timer", "announcement") and bool(greeting_units)
     greeting = greeting_units[0].generated if greeted else ""
     rings = greeting_units[1:] if greeted else greeting_units
     if rings:
         notes.append(f"{len(rings)} unit(s) said on the agent's own after the greeting (a "
-                     f"timer's ring: {', '.join(u.unit_id for u in rings)}); timers are not "
-                     "replayed")
+                     f"timer's ring or the house's announcement: "
+                     f"{', '.join(u.unit_id for u in rings)}); neither is replayed")
     runs = _run_numbers(events)
     tools: dict[Turn, list[ToolResult]] = {}
     for used in timeline.of_type(ToolUsed):
@@ -110,7 +111,13 @@ def agent_script(requests: Sequence[LlmRequestRecord], timeline: Timeline) -> Ag
     # replay has no knowledge) says its words in one hop.
     knew = {((runs[e.run_id], e.event.turn), 1) for e in timeline.of_type(KnowledgeUsed)
             if e.event.how in SAID}
-    hops = sorted({*_with_runs(requests, answering), *knew})
+    # A timer command was answered by the agent's rules (the replay has no timers): the script
+    # says its words, or nothing, so the turns after it keep their replies.
+    commands = {((runs[e.run_id], e.event.turn), 1) for e in timeline.of_type(CommandAnswered)}
+    if commands:
+        notes.append(f"{len(commands)} turn(s) answered by the timers' rules: their words are "
+                     "said again, but no timer is set or rung")
+    hops = sorted({*_with_runs(requests, answering), *knew, *commands})
     replies = _replies(hops, by_turn, tools, notes)
     for (run, number), units in sorted(by_turn.items()):
         notes.append(f"turn {number}{_of_run(run)}: {len(units)} unit(s) with no model request "
