@@ -6,6 +6,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -17,6 +18,12 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
     async def sleep_until(self, deadline: float) -> None: ...
+
+
+async def wait_while(condition: Callable[[], bool], clock: Clock, every_s: float = 0.1) -> None:
+    """Return once `condition()` is false, looking every `every_s` on `clock`."""
+    while condition():
+        await clock.sleep(every_s)
 
 
 class MonotonicClock:

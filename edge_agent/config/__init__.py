@@ -526,6 +526,8 @@ END_MODEL_OFF = "off"
 """`[vad] end_model` when no end-of-turn model is asked."""
 STT_ENGINES = ("moonshine", "pocketsphinx", "vosk")
 """The recognizers `[stt] engine` names (besides "auto")."""
+SESSION_STARTS = ("immediate", "speech", "wake")
+"""`[session] start`'s choices (and a call file's `[agent] start`)."""
 INCREMENTAL_RECOGNIZERS = ("pocketsphinx", "vosk")
 """Recognizers that decode as they hear: their words so far are read at next to no cost."""
 

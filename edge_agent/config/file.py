@@ -18,6 +18,7 @@ from edge_agent.audio.array import MAX_APERTURE_MM, ArrayError
 from edge_agent.audio.beamformer import BEAMFORMERS
 from edge_agent.config import (
     SCREEN_TOKEN_MIN,
+    SESSION_STARTS,
     STT_ENGINES,
     Config,
     LlmConfig,
@@ -47,7 +48,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "llm.engine": ("llama", "scripted"),
     "heard.policy": ("completed", "started"),
     "turns.language": ("en", "es", "hi", "fr", "de", "any"),
-    "session.start": ("immediate", "speech", "wake"),
+    "session.start": SESSION_STARTS,
     "log.level": ("debug", "info", "warning", "error"),
     "knowledge.direct": ("all", "faq", "off"),
     "llm.server_tools": ("auto", "native", "json"),

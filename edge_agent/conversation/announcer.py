@@ -16,7 +16,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from edge_agent.clock import Clock
+from edge_agent.clock import Clock, wait_while
 
 MAX_WAITING = 5
 """Announcements waiting to be said, at most (a flood from the house is refused, not queued
@@ -53,8 +53,7 @@ class Announcer:
         while True:
             await self._arrived.wait()
             while self._waiting:
-                while busy():
-                    await self._clock.sleep(POLL_S)
+                await wait_while(busy, self._clock, POLL_S)
                 # Nothing awaited from the check to `say`: no ring can start in between.
                 self._wake()
                 said = self._say(self._waiting.popleft(), self._chime)

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from edge_agent.clock import Clock
+from edge_agent.clock import Clock, wait_while
 from edge_agent.events import BargeIn, EventLog, TimerChanged
 from edge_agent.owner import Owner
 from edge_agent.timers.commands import TimerCommand, duration_only, parse
@@ -149,8 +149,7 @@ class Timekeeper:
                 await self._clock.sleep(POLL_S)
 
     async def _ring(self, timers: list[Timer], busy: Callable[[], bool], late: bool) -> None:
-        while busy():
-            await self._clock.sleep(0.1)
+        await wait_while(busy, self._clock)
         store = self._desk.store
         await self._thread.call(store.move, [t.timer_id for t in timers], "ringing",
                                 self._wall())
@@ -162,8 +161,8 @@ class Timekeeper:
         ended_by = ""
         # Cancelled (the agent stops): the timers stay "ringing" and ring at the next start.
         while True:
-            while busy():  # an announcement may have begun while the table was written
-                await self._clock.sleep(0.1)
+            # An announcement may have begun while the table was written.
+            await wait_while(busy, self._clock)
             seen = len(self._log.entries)
             ring = self._say(words, self._chime)
             await asyncio.wait({ring})

@@ -67,7 +67,7 @@ from edge_agent.audio.room import (
     Room,
 )
 from edge_agent.audio.room_acoustics import SIZE_RANGE_M, RoomLayout
-from edge_agent.config import Config
+from edge_agent.config import SESSION_STARTS, Config
 from edge_agent.config.tomlfile import parse_toml, read_text
 from edge_agent.config.validate import Bounds, TextRule, check_value, warn
 from edge_agent.conversation.builtin_tools import BUILTIN
@@ -77,8 +77,6 @@ from edge_agent.errors import ConfigError
 
 DEFAULT_CALL = "luigis.toml"
 _TRIGGERS = ("at", "after_agent_done", "barge_in_after")
-SESSION_STARTS = ("immediate", "speech", "wake")
-"""[agent] start: as `[session] start`."""
 WAKE_CALL_IDLE_END_S = 30.0
 """A call with [agent] start = "wake" ends an idle session after this long when the config's
 `[session] idle_end_s` is 0 (never: waking needs an end)."""

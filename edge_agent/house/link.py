@@ -261,28 +261,12 @@ class HouseLink:
     def _heard_say(self, payload: object, retained: bool) -> None:
         """A message to `<topic>/say`: its words said, or one line on the console why not."""
         assert self._announce_to is not None and self._log is not None
-        problem = None
-        topic = self._topic("say")
-        if retained:
-            # A retained one would be said again at every reconnect: never.
-            problem = "it is retained (publish announcements with retain off)"
-        elif not isinstance(payload, bytes):
-            problem = "it is not text"
-        else:
-            try:
-                words = announcement_words(payload.decode("utf-8"))
-            except UnicodeDecodeError:
-                problem = "it is not UTF-8 text"
-            else:
-                if not words:
-                    problem = "it holds no words"
-                elif len(words) > MAX_ANNOUNCEMENT_CHARS:
-                    problem = (f"it is {len(words)} characters long, more than "
-                               f"{MAX_ANNOUNCEMENT_CHARS}")
-                else:
-                    problem = self._announce_to(words)
+        words, problem = read_announcement(payload, retained)
+        if words:
+            problem = self._announce_to(words)
         if problem is not None:
-            self._log.publish(Notice(f"mqtt: a message to {topic} is not said: {problem}"))
+            self._log.publish(Notice(f"mqtt: a message to {self._topic('say')} is not said: "
+                                     f"{problem}"))
 
     def discovery(self) -> dict[str, str]:
         """Home Assistant's discovery messages (topic -> JSON): the agent's state as a sensor
@@ -381,3 +365,20 @@ def announcement_words(text: str) -> str:
     widths) dropped, white space made single spaces."""
     kept = "".join(c if unicodedata.category(c) not in ("Cc", "Cf") else " " for c in text)
     return " ".join(kept.split())
+
+
+def read_announcement(payload: object, retained: bool) -> tuple[str, str | None]:
+    """The words of a message to `<topic>/say`, or "" and why they are not said."""
+    if retained:  # it would be said again at every reconnect
+        return "", "it is retained (publish announcements with retain off)"
+    if not isinstance(payload, bytes):
+        return "", "it is not text"
+    try:
+        words = announcement_words(payload.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "", "it is not UTF-8 text"
+    if not words:
+        return "", "it holds no words"
+    if len(words) > MAX_ANNOUNCEMENT_CHARS:
+        return "", f"it is {len(words)} characters long, more than {MAX_ANNOUNCEMENT_CHARS}"
+    return words, None

@@ -100,15 +100,12 @@ class TimerDesk:
         found = [t for t in self.store.active()
                  if command.kind is None or t.kind == command.kind]
         if command.label:
-            named = [t for t in found if _same_label(t.label, command.label)]
-            return named
+            return [t for t in found if _same_label(t.label, command.label)]
         return found
 
     def _cancel(self, command: TimerCommand, matching: list[Timer], now: datetime) -> Answer:
-        what = f"{command.label} {command.kind or 'timer'}" if command.label else (
-            command.kind or "timer")
         if not matching:
-            return Answer(f"There's no {what} to cancel.")
+            return Answer(f"There's no {_asked_for(command)} to cancel.")
         if len(matching) > 1 and not command.every:
             return Answer(f"You have {len(matching)} {_PLURAL[command.kind or 'timer']}: "
                           f"{_and(self._describe(t, now) for t in matching)}. Which one?"
@@ -124,8 +121,7 @@ class TimerDesk:
 
     def _left(self, command: TimerCommand, matching: list[Timer], now: datetime) -> Answer:
         if not matching:
-            what = f"{command.label} {command.kind or 'timer'}" if command.label else (
-                command.kind or "timer")
+            what = _asked_for(command)
             return Answer(f"There's no {what} running." if what.endswith("timer")
                           else f"There's no {what} set.")
         timers = [t for t in matching if t.kind == "timer"]
@@ -197,6 +193,12 @@ class TimerDesk:
         if late:
             return f"While I was off, {_and(said)}."
         return " ".join(said)
+
+
+def _asked_for(command: TimerCommand) -> str:
+    """What the caller named: "pasta timer", "alarm"."""
+    kind = command.kind or "timer"
+    return f"{command.label} {kind}" if command.label else kind
 
 
 def _your(name: str) -> str:

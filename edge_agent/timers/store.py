@@ -27,6 +27,8 @@ from edge_agent.timers.commands import Kind
 State = Literal["set", "ringing", "done", "unanswered", "cancelled"]
 ACTIVE: tuple[State, ...] = ("set", "ringing")
 """States of a timer that has not ended."""
+_ACTIVE_SQL = "(" + ", ".join(f"'{state}'" for state in ACTIVE) + ")"
+"""`ACTIVE` as SQL's list: "('set', 'ringing')"."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class TimerStore:
 
     def active(self) -> list[Timer]:
         """Every timer not ended, soonest first."""
-        return self._select("state IN ('set', 'ringing') ORDER BY due, id")
+        return self._select(f"state IN {_ACTIVE_SQL} ORDER BY due, id")
 
     def due(self, now: datetime) -> list[Timer]:
         """Timers set to ring at `now` or before, soonest first (not those already ringing)."""
@@ -81,7 +83,7 @@ class TimerStore:
     def unfinished(self, now: datetime) -> list[Timer]:
         """At start: timers due by `now`, ringing ones too (the agent stopped while they
         rang: nobody stopped them)."""
-        return self._select("state IN ('set', 'ringing') AND due <= ? ORDER BY due, id",
+        return self._select(f"state IN {_ACTIVE_SQL} AND due <= ? ORDER BY due, id",
                             [_iso(now)])
 
     def move(self, timer_ids: list[int], state: State, now: datetime, by: str = "") -> None:
@@ -108,7 +110,7 @@ class TimerStore:
         """Delete timers that ended longer ago than the retention; how many went."""
         db = self._db()
         with db.conn:
-            cursor = db.execute("DELETE FROM timers WHERE state NOT IN ('set', 'ringing') "
+            cursor = db.execute(f"DELETE FROM timers WHERE state NOT IN {_ACTIVE_SQL} "
                                 "AND ended_at < ?", [_iso(now - self._retention)])
         return cursor.rowcount
 
