@@ -351,6 +351,38 @@ async def test_speaker_loss_while_idle_needs_no_interrupt() -> None:
     speaker.close()
 
 
+async def test_the_speaker_says_when_each_stretch_of_playback_reached_the_dac(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyaudio
+
+    monkeypatch.setattr(pyaudio._portaudio, "abort_stream", FakeStream.stop_stream)
+    # The echo canceller's reference places each stretch of a reply at the time it played: a
+    # piece written after the speaker ran dry begins a stretch of its own, at its own time.
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    speaker = ResilientSpeaker(_fake_host(pa, clock), "usbspeaker", SPEAKER_RATE, clock,
+                               Said(clock))
+    await clock.advance(0.2)
+    stream = pa.live("usbspeaker")
+    pieces = [_tone(0.3, seed=1), _tone(0.2, seed=2)]
+    starts = []
+    for piece in pieces:
+        starts.append(speaker.write(piece))
+        await clock.advance(0.5)  # plays out and runs dry
+    assert speaker.played_frames() == starts[1] + len(pieces[1]) // 2
+    dac_times = [next(dac for dac, data in stream.handed if data[:64] == piece[:64])
+                 for piece in pieces]
+    for start, piece, dac in zip(starts, pieces, dac_times, strict=True):
+        for frame in (start, start + len(piece) // 4, start + len(piece) // 2 - 1):
+            when = speaker.played_when(frame)
+            assert when is not None and when[0] == start
+            assert when[1] == pytest.approx(dac, abs=1e-9)
+    assert speaker.played_when(starts[1] + len(pieces[1]) // 2) is None  # never written
+    speaker.interrupt()  # a restarted stream: what played before it is no longer placed
+    assert speaker.played_when(starts[1]) is None
+    speaker.close()
+
+
 async def test_a_restart_after_a_barge_in_may_stall_without_being_a_loss(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """PulseAudio treats the stream restarted by `interrupt` as a fresh one: it may ask for

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from edge_agent.audio.played_reference import (
     RESTART_S,
@@ -67,6 +68,13 @@ class Microphone:
             self.captured += 1
             self.take()
 
+    async def catch_up(self) -> None:
+        """Take the frames captured while the loop was busy, 10 ms apart."""
+        while self.captured * FRAME_S < self.clock.now() - FRAME_S:
+            self.captured += 1
+            self.take()
+            await self.clock.advance(0.01)
+
     def take(self) -> None:
         self.taken.append(self.reference.take(FRAME))
 
@@ -88,10 +96,7 @@ async def test_a_reply_that_starts_while_the_loop_catches_up_is_one_piece_at_its
     speaker.write(reply.tobytes())
     timeline = Timeline()
     timeline.played(0.52, reply)
-    while mic.captured * FRAME_S < clock.now() - FRAME_S:  # catching up, 10 ms a frame
-        mic.captured += 1
-        mic.take()
-        await clock.advance(0.01)
+    await mic.catch_up()
     await mic.on_time_until(0.95)
     timeline.check(mic.stream())
 
@@ -125,6 +130,36 @@ async def test_a_pause_a_resume_and_an_interrupt_are_silence_at_their_times() ->
     timeline.played(started, first[:held])
     timeline.played(resumed, first[held:kept])
     timeline.played(restarted, second)
+    timeline.check(mic.stream())
+
+
+@pytest.mark.parametrize("busy", [False, True])
+async def test_a_reply_whose_next_piece_came_late_is_placed_where_each_stretch_played(
+        busy: bool) -> None:
+    # The machine busy: the reply's second clause was synthesized after the first had played
+    # out, and the speaker ran dry for 95 ms. Before, the audio after the gap was laid out
+    # straight after the first clause (the cursor alone cannot tell where the gap was), early
+    # by the gap until the next frame was taken: for 0.2 s when the loop was late too.
+    clock = VirtualClock()
+    speaker = VirtualSpeaker(clock, RATE)
+    mic = Microphone(clock, PlayedReference(speaker, RATE, clock))
+    first, second = voice(0.5, seed=6), voice(0.6, seed=7)
+    await mic.on_time_until(0.1)
+    await clock.advance(0.005)
+    speaker.write(first.tobytes())
+    timeline = Timeline()
+    timeline.played(clock.now(), first)
+    await mic.on_time_until(0.55)
+    if busy:
+        await clock.advance(0.15)  # 0.7 s: nothing taken since 0.544
+    else:
+        await mic.on_time_until(0.7)
+    speaker.write(second.tobytes())
+    timeline.played(clock.now(), second)
+    if busy:
+        await clock.advance(0.2)
+        await mic.catch_up()
+    await mic.on_time_until(1.5)
     timeline.check(mic.stream())
 
 

@@ -19,9 +19,11 @@ SpeakerAction = Callable[[VirtualSpeaker], object]
 
 
 async def capture(room: Room, seconds: float,
-                  script: Sequence[tuple[float, SpeakerAction]] = ()) -> np.ndarray:
+                  script: Sequence[tuple[float, SpeakerAction]] = (),
+                  busy: tuple[float, float] | None = None) -> np.ndarray:
     """What a virtual microphone in `room` hears in `seconds` while its speaker (22050 Hz) is
-    driven by `script`: (clock time, action) in time order; none, nobody talks."""
+    driven by `script`: (clock time, action) in time order; none, nobody talks. `busy`:
+    (from, until) clock times the loop takes no frame, catching up after."""
     clock = VirtualClock()
     speaker = VirtualSpeaker(clock, SPEAKER_RATE)
     mic = VirtualMicrophone(clock, echo_of=speaker, room=room)
@@ -29,10 +31,14 @@ async def capture(room: Room, seconds: float,
     frames: list[bytes] = []
 
     async def read() -> None:
+        stall = busy
         async for frame in mic.frames():
             frames.append(frame)
             if len(frames) == wanted:
                 return
+            if stall is not None and clock.now() >= stall[0]:
+                await clock.sleep_until(stall[1])
+                stall = None
 
     reading = asyncio.create_task(read())
     for when, action in script:

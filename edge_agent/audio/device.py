@@ -57,3 +57,11 @@ class Speaker(Protocol):
         seconds are kept; silence where nothing was written. The agent's own voice, to tell
         its echo in the microphone from a person."""
         ...
+
+    def played_when(self, frame: int) -> tuple[int, float] | None:
+        """When a recently played `frame` reached the DAC: (the first frame of its stretch of
+        back-to-back playback, the clock time that frame began to play); `frame` played
+        `frame - first` samples later. None if no recent stretch played it. Playback stalls
+        between stretches (an underrun: the next audio was written late; a pause), and the
+        echo canceller's reference must place each stretch at the time it played."""
+        ...

@@ -19,6 +19,17 @@ Measured over the first 1.5 s of the replies after a barge-in (calls of 2-5 inte
 echo 1.0; 100 ms windows): before, 19 of 196 windows over -50 dBFS in 4 calls (worst -17), the
 agent paused on its own echo in one call of four; after, none of 266 in 5 calls (worst -53),
 no pause.
+
+Playback is not one stretch either: when the next piece of a reply is synthesized late (the
+machine busy), the speaker runs dry and the cursor stands still until it comes. The speaker
+says when each stretch of back-to-back audio began to play (`Speaker.played_when`), and each
+is placed there. Inferring it from the cursor alone ("it played until now") put the audio
+after such a gap early by the gap whenever the loop took the next frame late too. Measured
+offline (simulated room, echo 1.0, a reply's second piece written 95 or 300 ms after the first
+ran out, the loop 0.2 s late; 50 ms windows of the 1.5 s after it): the echo came through at
+up to -37 / -24 dBFS before (3 / 4 windows over -50 dBFS), at most -56 / -78 dBFS now (none);
+with the loop on time, -55 / -75 either way. The simulated calls' pauses on their own echo
+under load came ~1.3 s into a reply: at its second clause.
 """
 
 from __future__ import annotations
@@ -63,12 +74,23 @@ speaker's cursor: a real device's input buffering alone is 10 ms and more; the s
 rooms are 10 ms by default (the built-in echo call: 8 ms found between the reference and its
 echo, all of it cancelled)."""
 REALIGN_S = 0.001
-"""While the speaker plays on, its audio follows on without a gap; once it is this much behind
-the clock (an underrun the cursor skipped, the speaker's clock slower), it is placed at the
-time it played again."""
-STEADY_TOLERANCE_S = 0.001
-"""Audio played since the last frame that falls short of the time passed by more than this
-stopped playing in between (the end of a reply, a pause, an underrun)."""
+"""While one stretch of playback plays on, its audio follows on without a gap (the device's
+times jitter by more than WebRTC forgives); once it is this much behind the time the speaker
+says it played (the speaker's clock slower than the system's), it is placed there again."""
+
+
+def played_stretches(speaker: Speaker, start: int, end: int
+                     ) -> list[tuple[int, int, tuple[int, float] | None]]:
+    """Played frames [start, end) split where playback stalled, oldest first: (first frame,
+    end, `speaker.played_when` of them: the stretch's first frame and when it began to play,
+    None where the speaker cannot say)."""
+    pieces: list[tuple[int, int, tuple[int, float] | None]] = []
+    while end > start:
+        when = speaker.played_when(end - 1)
+        first = start if when is None else max(when[0], start)
+        pieces.append((first, end, when))
+        end = first
+    return pieces[::-1]
 
 
 class CaptureClock:
@@ -139,10 +161,8 @@ class PlayedReference:
         self._cursor = speaker.played_frames()
         self._fed = 0
         """Speaker-rate samples of the stream so far (played audio and silence between)."""
-        self._last_end = 0
-        """Where the stream's clock stood at the last take, in speaker-rate samples."""
-        self._playing = False
-        """The speaker was playing when the last frame was taken."""
+        self._stretch: int | None = None
+        """The first frame of the stretch of playback fed last, while it may play on."""
         self._stream = np.zeros(0)
         self._stream_at = 0
         """Microphone-rate sample of the stream (from `_origin`) that `_stream` starts at."""
@@ -161,28 +181,36 @@ class PlayedReference:
         if played < self._cursor:  # an interrupt dropped frames; later audio reuses them
             self._cursor = played
         clock_end = round((now - self._origin) * self._rate)
-        elapsed, self._last_end = clock_end - self._last_end, clock_end
-        fresh = played - self._cursor
-        if fresh <= 0:
-            self._playing = False
+        if played <= self._cursor:
+            self._stretch = None
             self._feed_silence(clock_end - self._fed)  # nothing plays: silence up to now
             return
-        began = clock_end - fresh  # if it played until now
-        if not self._playing:
-            # It started since the last frame, and plays on: it began `fresh` samples ago.
-            self._feed_silence(began - self._fed)
-            self._playing = True
-        else:
-            # It played on: straight after what played before, unless that has fallen
-            # behind the clock. Short of the time passed, it stopped in between (a pause,
-            # the end, an underrun): what plays next is placed at the time it plays.
-            steady = fresh >= elapsed - STEADY_TOLERANCE_S * self._rate
-            if steady and began - self._fed > REALIGN_S * self._rate:
+        for start, end, stretch, began in self._stretches(played, clock_end):
+            if stretch is None or stretch != self._stretch:
+                self._feed_silence(began - self._fed)  # a new stretch: at the time it played
+            elif began - self._fed > REALIGN_S * self._rate:
+                # The same stretch, but its audio has fallen behind the clock (the speaker's
+                # clock slower than the system's): placed at the time it plays again.
                 self._feed_silence(began - self._fed)
-            self._playing = steady
-        self._feed(np.frombuffer(self._speaker.played_audio(self._cursor, played),
-                                 dtype=np.int16).astype(np.float64))
+            self._stretch = stretch
+            self._feed(np.frombuffer(self._speaker.played_audio(start, end),
+                                     dtype=np.int16).astype(np.float64))
         self._cursor = played
+
+    def _stretches(self, played: int, clock_end: int) -> list[tuple[int, int, int | None, int]]:
+        """The frames played since the last take, [cursor, played), by stretch, oldest first:
+        (first frame, end, the stretch's first frame, where `first frame` began in the
+        stream). A stretch the speaker cannot place (not recent) is taken to have played
+        until now."""
+        pieces: list[tuple[int, int, int | None, int]] = []
+        for start, end, when in played_stretches(self._speaker, self._cursor, played):
+            if when is None:
+                pieces.append((start, end, None, clock_end - (played - start)))
+            else:
+                stretch, since = when
+                began = round((since - self._origin) * self._rate) + start - stretch
+                pieces.append((start, end, stretch, began))
+        return pieces
 
     def _feed_silence(self, samples: int) -> None:
         if samples > 0:

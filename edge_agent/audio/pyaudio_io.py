@@ -36,6 +36,9 @@ from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.errors import AudioDeviceError
 
 _PERIOD = 512
+_PAST_RUNS = 32
+"""Runs kept after they played out, so `played_when` can tell when a recent frame played (the
+echo canceller asks for the frames played since the microphone's last frame: a few runs)."""
 CAPTURE_PERIOD = 128
 """Microphone samples PortAudio delivers per callback; `Capture` assembles them into frames.
 A frame of 512 is complete the moment its last sample is, not a buffer later: measured on
@@ -209,6 +212,7 @@ class PyAudioSpeaker:
         self._audio_out = 0  # audio frames handed to PortAudio (or played, after a restart)
         self._device_out = 0  # device frames handed out since the last (re)start, incl. silence
         self._runs: deque[_Run] = deque()  # audio runs handed out since the last (re)start
+        self._past_runs: deque[_Run] = deque(maxlen=_PAST_RUNS)  # played out, for played_when
         self._restart_audio = 0  # audio frames played when the stream last (re)started
         self._anchor: tuple[int, float] | None = None  # (device frames before, DAC time)
         self._paused = False
@@ -275,6 +279,7 @@ class PyAudioSpeaker:
             self._recent.drop_from(played)
             self._device_out = 0
             self._runs.clear()
+            self._past_runs.clear()
             self._anchor = None
             # A restarted stream is a fresh one to PulseAudio: after one priming buffer it may
             # ask for nothing for 1-2 s (measured), which is no loss (`lost_reason`'s grace).
@@ -290,6 +295,21 @@ class PyAudioSpeaker:
     def played_audio(self, start: int, end: int) -> bytes:
         with self._lock:
             return self._recent.get(start, end)
+
+    def played_when(self, frame: int) -> tuple[int, float] | None:
+        """The run of back-to-back audio that holds `frame` (since the stream's last start)
+        and the clock time its first frame reached the DAC, by the latest callback's DAC
+        time."""
+        with self._lock:
+            if self._anchor is None:
+                return None
+            handed_before, dac_time = self._anchor
+            run = next((r for r in reversed((*self._past_runs, *self._runs))
+                        if r.audio_start <= frame < r.audio_start + r.frames), None)
+            if run is None:
+                return None
+            began = dac_time + (run.device_start - handed_before) / self.sample_rate
+            return run.audio_start, self._clock.now() - (self._stream.get_time() - began)
 
     def stop(self) -> None:
         """Stop the callbacks (see `Capture.stop`)."""
@@ -354,7 +374,7 @@ class PyAudioSpeaker:
         when = self._stream.get_time() if at is None else at
         position = handed_before + (when - dac_time) * self.sample_rate
         while len(self._runs) > 1 and self._runs[1].device_start <= position:
-            self._runs.popleft()
+            self._past_runs.append(self._runs.popleft())
         run = self._runs[0]
         inside = min(run.frames, max(0, int(position) - run.device_start))
         return run.audio_start + inside

@@ -134,6 +134,13 @@ class ResilientSpeaker(RecoveringDevice):
     def played_audio(self, start: int, end: int) -> bytes:
         return self._recent.get(start, end)
 
+    def played_when(self, frame: int) -> tuple[int, float] | None:
+        inner = self._inner
+        if inner is None or self._cut or frame < self._base:
+            return None
+        when = inner.played_when(frame - self._base)
+        return None if when is None else (self._base + when[0], when[1])
+
     def close(self) -> None:
         if self._watch is not None:
             self._watch.cancel()

@@ -16,6 +16,7 @@ import numpy as np
 
 from edge_agent.audio.device import MIC_FRAME, MIC_RATE
 from edge_agent.audio.pcm import StreamResampler, fft_convolve, to_pcm
+from edge_agent.audio.played_reference import played_stretches
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.audio.room import Room, RoomEcho, RoomNoise, RoomTalk
 from edge_agent.audio.room_acoustics import RoomResponses
@@ -57,14 +58,18 @@ class VirtualSpeaker:
     def played_frames_at(self, when: float) -> int:
         """The cursor at clock time `when`, now or in the recent past."""
         frame, since = self._anchor_frame, self._anchor_time
+        ran_out = self._written
         for set_at, old_frame, old_since in reversed(self._anchors):
             if set_at <= when:
                 break
+            # A stretch ends where the next begins: written after it ran dry, what came later
+            # was not there to play at `when` (before, a frame computed late heard it early).
+            ran_out = frame
             frame, since = old_frame, old_since
         if since is None:
             return frame
         elapsed = max(0.0, when - since)
-        return min(self._written, frame + int(elapsed * self.sample_rate))
+        return min(ran_out, frame + int(elapsed * self.sample_rate))
 
     def played_when(self, frame: int) -> tuple[int, float] | None:
         """When `frame` played, as (a frame, the clock time it began to play) of the same
@@ -256,16 +261,18 @@ class SpeakerEcho:
         rate = self._speaker.sample_rate
         captured_at = started + frames * self._frame_samples / self._rate
         played = self._speaker.played_frames_at(captured_at)
-        heard = np.frombuffer(self._speaker.played_audio(self._heard, played),
-                              dtype=np.int16).astype(np.float64)
-        stream = [heard]
-        when = self._speaker.played_when(self._heard) if len(heard) else None
-        if when is not None:
-            anchor_frame, since = when
-            position = round((since - started) * rate) + self._heard - anchor_frame
-            stream.insert(0, np.zeros(max(0, position - self._fed)))
+        stream = []
+        fed = self._fed
+        for first, end, when in played_stretches(self._speaker, self._heard, played):
+            if when is not None:  # each stretch at the time it played, silence between
+                anchor_frame, since = when
+                position = round((since - started) * rate) + first - anchor_frame
+                stream.append(np.zeros(max(0, position - fed)))
+                fed += len(stream[-1])
+            stream.append(np.frombuffer(self._speaker.played_audio(first, end),
+                                        dtype=np.int16).astype(np.float64))
+            fed += end - first
         self._heard = played
-        fed = self._fed + sum(len(part) for part in stream)
         due = frames * self._frame_samples * rate // self._rate - self.SLACK
         stream.append(np.zeros(max(0, due - fed)))
         pushed = np.concatenate(stream)
