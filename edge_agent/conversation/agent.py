@@ -19,8 +19,8 @@ from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pacing import paced_frames
 from edge_agent.audio.talker_gate import TalkerGate
 from edge_agent.audio.unit_audio import CallerAudioSink, UnitAudioSink
-from edge_agent.conversation.announcer import Announcer
 from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
+from edge_agent.conversation.background import Background
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.interruptions import Interruptions
 from edge_agent.conversation.playback import NowPlaying
@@ -31,10 +31,8 @@ from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.segmenter import SpeechSegmenter
 from edge_agent.conversation.settings import ConversationSettings, Engines
 from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
-from edge_agent.conversation.timekeeper import Timekeeper, chime
 from edge_agent.conversation.tools import Toolbox
 from edge_agent.conversation.turn_taking import TurnTaking
-from edge_agent.conversation.upkeep import Upkeep
 from edge_agent.conversation.utterance import Utterance
 from edge_agent.conversation.wake import after_wake_phrase, after_wake_word
 from edge_agent.engines.base import Transcript
@@ -116,16 +114,11 @@ class Conversation:
         self._hearing = False
         self._user_turns = 0
         self._session = 0
-        self._upkeep = Upkeep(settings, self._clock, self._responder, self.memory,
-                              knowledge is not None)
-        self._timekeeper = (Timekeeper(
-            timers, owner("timers"), self._clock, log, settings.rings, wall,
-            say=self._responder.announce, wake=lambda: self._open_if_none("timer"),
-            voice_rate=engines.tts.sample_rate) if timers is not None else None)
-        self._responder.commands = self._timekeeper
-        self._announcer = Announcer(self._clock, self._responder.announce,
-                                    lambda: self._open_if_none("announcement"),
-                                    chime(engines.tts.sample_rate))
+        self._background = Background(
+            settings=settings, log=log, responder=self._responder, memory=self.memory,
+            knowledge=knowledge is not None, timers=timers, owner=owner, wall=wall,
+            open_if_none=self._open_if_none, voice_rate=engines.tts.sample_rate)
+        self._responder.commands = self._background.timekeeper
         self.started = asyncio.Event()
         """Set once start-up is done: a session resumed or opened, its greeting begun if it
         has one, and the loop about to listen."""
@@ -152,7 +145,6 @@ class Conversation:
 
     async def run(self) -> None:
         """Greet (if configured) and converse until cancelled; then finalize what is open."""
-        background: list[asyncio.Task[None]] = []
         try:
             resumed = await self.memory.start()
             if resumed is not None:
@@ -162,23 +154,11 @@ class Conversation:
             self._responder.prewarm()
             if resumed is None and self._settings.session_start == "immediate":
                 self._open_session("start-up", greet=True)
-            background.append(asyncio.create_task(self._upkeep.run(lambda: self.busy),
-                                                  name="memory-upkeep"))
-            timekeeper = self._timekeeper
-            if timekeeper is not None:
-                background.append(asyncio.create_task(timekeeper.run(lambda: self.busy),
-                                                      name="timers"))
-            background.append(asyncio.create_task(self._announcer.run(
-                lambda: self.busy or (timekeeper is not None and timekeeper.ringing)),
-                name="announcements"))
-            for task in background[1:]:
-                task.add_done_callback(self._check_background)
+            self._background.start(lambda: self.busy, self._failed)
             self.started.set()
             await self._listen()
         finally:
-            for task in background:
-                task.cancel()
-            await self._upkeep.stop_folding()
+            await self._background.stop()
             await self._responder.stop()
             self._stt_thread.close()
             if self._sound is not None:
@@ -371,7 +351,7 @@ class Conversation:
     def announce(self, words: str) -> str | None:
         """Say `words` (the house's announcement) when nobody is talking and no timer rings,
         as a unit of its own after the chime: None, or why they will not be said."""
-        return self._announcer.announce(words)
+        return self._background.announcer.announce(words)
 
     def _open_if_none(self, how: str) -> None:
         """A timer rings or the house announces: with no session open, one opens (so "stop"
@@ -379,9 +359,8 @@ class Conversation:
         if not self._session:
             self._open_session(how, greet=False)
 
-    def _check_background(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self._responder.failure = task.exception()  # the loop raises it
+    def _failed(self, error: BaseException) -> None:
+        self._responder.failure = error  # the loop raises it
 
     def _open_session(self, how: str, greet: bool) -> None:
         self.memory.open_session(how)
