@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edge_agent.events import (
+    AudioHealth,
     Backchannel,
     BargeIn,
     CallerSpoke,
@@ -127,6 +128,11 @@ def _happening(event: Event, said: _Words) -> Label | None:
     if isinstance(event, TimerChanged):
         late = " (came due while the agent was off)" if event.late else ""
         return Label("timer", f"{event.kind} {event.timer} {event.change}, due {event.due}{late}")
+    if isinstance(event, AudioHealth):
+        return Label("notice", f"audio: callback threads at {event.scheduling}; so far "
+                               f"{event.input_overflows} microphone overflow(s), "
+                               f"{event.output_underflows} speaker underrun(s), "
+                               f"{event.losses} device loss(es)")
     if isinstance(event, Notice):
         return Label("notice", f"note: {event.text}")
     return None

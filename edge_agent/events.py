@@ -292,6 +292,22 @@ class TimerChanged:
 
 
 @dataclass(frozen=True)
+class AudioHealth:
+    """How the sound devices fare in this run (a live device's): published once the callback
+    threads' scheduling is known, then whenever a count grows (checked every second)."""
+
+    scheduling: str
+    """The device's callback threads: "real-time (SCHED_FIFO 10)", or "normal priority (...)"
+    with why and how to allow it ([audio] realtime_priority)."""
+    input_overflows: Count
+    """Callbacks so far that reported captured audio lost (nobody read it in time)."""
+    output_underflows: Count
+    """Callbacks so far that reported the speaker playing silence nobody gave it."""
+    losses: Count
+    """Times so far the microphone or the speaker was lost (gone, or no audio for seconds)."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something a user should know that is not an error (e.g. a scripted LLM ran out)."""
 
@@ -304,7 +320,7 @@ Event = (
     | UnitFinalized | LlmRequest | ToolUsed | Backchannel | EchoIgnored | CallerSpoke
     | PlaybackPaused | PlaybackResumed | SessionStarted | SessionEnded | TurnStage
     | SpeculationCancelled | ReplyFailed | KnowledgeUsed | CommandAnswered | TimerChanged
-    | Notice
+    | AudioHealth | Notice
 )
 
 

@@ -358,15 +358,18 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
     `notifier` (systemd's, when run as a service) hears READY=1 once the models are loaded and
     the devices open, STATUS= lines as the conversation goes, and watchdog pings from this
     loop. `lock`: the memory database's writer lock, if the caller holds it already."""
+    from edge_agent.app.audio_health import report_audio_health
     from edge_agent.audio.portaudio_host import PortAudioHost
     from edge_agent.audio.portaudio_start import open_pyaudio
     from edge_agent.audio.pyaudio_io import find_device
+    from edge_agent.audio.realtime import AudioThreads
     from edge_agent.audio.resilient import ResilientMicrophone
     from edge_agent.audio.resilient_speaker import ResilientSpeaker
 
     clock = MonotonicClock()
     parts = conversation_parts(config)
-    host = PortAudioHost(open_pyaudio(), clock)
+    threads = AudioThreads(config.audio.realtime_priority)
+    host = PortAudioHost(open_pyaudio(), clock, threads=threads)
     reporter = Reporter(printer, warner, config.log.transcripts, notifier)
     # A reply's transient buffers (the voice's and the recognizer's activations, llama.cpp's
     # batches) are freed into the C heap, which keeps them: a kiosk that answered once would
@@ -380,8 +383,12 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
 
     reporter.on_listening = trim_heap
     logs: list[EventLog] = []  # the log exists once the models are loaded
+    losses = 0
 
     def on_state(device: str, state: str, detail: str) -> None:
+        nonlocal losses
+        if state == "lost":
+            losses += 1
         line = f"{device} {state}: {detail}"
         if logs:
             logs[0].publish(Notice(line))
@@ -422,11 +429,17 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             if notifier is not None:
                 notifier.ready()
                 notifier.status(LISTENING)
-            if companion is None:
-                await _until_first(talking, stop.wait(), clock, max_seconds)
-                return
-            await _until_first(talking, companion(log, engines), clock, max_seconds)
-            await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
+            # Once the conversation runs: what it publishes reaches the console and the record.
+            health = asyncio.create_task(report_audio_health(threads, lambda: losses, log),
+                                         name="audio-health")
+            try:
+                if companion is None:
+                    await _until_first(talking, stop.wait(), clock, max_seconds)
+                    return
+                await _until_first(talking, companion(log, engines), clock, max_seconds)
+                await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
+            finally:
+                health.cancel()
 
         try:
             with session_tagged(session_id):

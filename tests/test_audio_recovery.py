@@ -20,6 +20,7 @@ from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.pacing import PACED_FRAMES
 from edge_agent.audio.portaudio_host import PortAudioHost
 from edge_agent.audio.pyaudio_io import CAPTURE_PERIOD
+from edge_agent.audio.realtime import INPUT_OVERFLOW, OUTPUT_UNDERFLOW, AudioThreads
 from edge_agent.audio.resilient import (
     Backoff,
     ResilientMicrophone,
@@ -57,6 +58,7 @@ class FakeStream:
         self._stream = self  # what PyAudio's Stream hands `_portaudio.abort_stream`
         self._is_running = True
         self.handed: list[tuple[float, bytes]] = []  # (DAC time, audio) of each output buffer
+        self.status = 0  # PortAudio's status flags for the next callback
 
     def is_active(self) -> bool:
         return self.running and not self.closed
@@ -80,10 +82,12 @@ class FakeStream:
         now = self.pa.clock.now()
         if self.output:
             data, _ = self.callback(None, self.frames, {"current_time": now,
-                                                        "output_buffer_dac_time": now + LATENCY}, 0)
+                                                        "output_buffer_dac_time": now + LATENCY},
+                                    self.status)
             self.handed.append((now + LATENCY, data))
         else:
-            self.callback(TONE[:2 * self.frames], self.frames, {}, 0)
+            self.callback(TONE[:2 * self.frames], self.frames, {}, self.status)
+        self.status = 0
 
     def played_by(self, when: float, rate: int = SPEAKER_RATE) -> int:
         """Audio (nonzero) samples that reached the fake DAC by `when`."""
@@ -157,8 +161,9 @@ class FakePyAudio:
         return self
 
 
-def _fake_host(pa: FakePyAudio, clock: VirtualClock) -> PortAudioHost:
-    return PortAudioHost(pa, clock, reopen=pa.reinit, offload=False)
+def _fake_host(pa: FakePyAudio, clock: VirtualClock,
+               threads: AudioThreads | None = None) -> PortAudioHost:
+    return PortAudioHost(pa, clock, reopen=pa.reinit, offload=False, threads=threads)
 
 
 class Said:
@@ -348,6 +353,30 @@ async def test_speaker_loss_while_idle_needs_no_interrupt() -> None:
     start = speaker.write(pcm)
     await asyncio.wait_for(_advancing(clock, speaker.wait_played(start + len(pcm) // 2)), 1)
     assert speaker.played_frames() == start + len(pcm) // 2
+    speaker.close()
+
+
+async def test_every_callback_tells_the_hosts_threads_and_the_devices_misses_count() -> None:
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    asked: list[int] = []
+    threads = AudioThreads(10, request=asked.append)
+    host = _fake_host(pa, clock, threads)
+    said = Said(clock)
+    mic = ResilientMicrophone(host, "usbmic", clock, said)
+    frames: list[tuple[float, bytes]] = []
+    listening = asyncio.create_task(_collect(mic, frames, clock))
+    speaker = ResilientSpeaker(host, "usbspeaker", SPEAKER_RATE, clock, said)
+    await clock.advance(0.2)
+    assert asked == [10] and threads.state().scheduling == "real-time (SCHED_FIFO 10)"
+    pa.live("usbmic").status = INPUT_OVERFLOW
+    pa.live("usbspeaker").status = OUTPUT_UNDERFLOW
+    await clock.advance(0.2)
+    pa.live("usbspeaker").status = OUTPUT_UNDERFLOW
+    await clock.advance(0.2)
+    state = threads.state()
+    assert (state.input_overflows, state.output_underflows) == (1, 2)
+    listening.cancel()
     speaker.close()
 
 

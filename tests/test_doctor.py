@@ -48,7 +48,7 @@ from tests.sse_server import ScriptedChatServer, http_error, piece, sse
 from tests.test_knowledge_lookup import _venue as _knowledge_venue
 
 REPO = Path(__file__).resolve().parent.parent
-AUDIO_LINES = ("portaudio", "audio devices", "audio output", "audio input")
+AUDIO_LINES = ("portaudio", "audio devices", "audio output", "audio input", "audio threads")
 GARBAGE_ALSA = "this is { not an ALSA configuration @@@ ]]\n"
 
 _DOCTOR = """\
@@ -144,8 +144,16 @@ def test_doctor_passes_on_the_virtual_devices(pulse_audio: pulse.PulseServer,
     assert done.returncode == 0, report
     assert "Traceback" not in done.stderr, report
     lines = _lines(done.stdout)
-    for name in AUDIO_LINES:
+    for name in AUDIO_LINES[:-1]:
         assert lines[name].startswith("ok    "), report
+    # The input's callback thread asked for real-time scheduling as the agent's do: root
+    # (CAP_SYS_NICE) gets it; a user without an rtprio limit is told how to allow it.
+    if os.getuid() == 0:
+        assert lines["audio threads"].startswith(
+            "ok    audio threads  callback threads at real-time (SCHED_FIFO 10)"), report
+    else:
+        assert lines["audio threads"].startswith("warn  "), report
+        assert "Fix: allow it with the unit's LimitRTPRIO=" in lines["audio threads"], report
     assert "played a 0.3 s 440 Hz tone" in lines["audio output"], report
     level = float(lines["audio input"].split("level ")[1].split(" dBFS")[0])
     assert -40 < level < -27, report  # the feed's -33 dBFS, through the virtual devices

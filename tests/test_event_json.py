@@ -12,6 +12,7 @@ import pytest
 from edge_agent.engines.base import ToolCall
 from edge_agent.events import (
     EVENT_TYPES,
+    AudioHealth,
     Backchannel,
     BargeIn,
     CallerSpoke,
@@ -58,6 +59,7 @@ ONE_OF_EACH: tuple[Event, ...] = (
     KnowledgeUsed(4, "direct", ("museum.toml:35",), 0.92, 0.4),
     CommandAnswered(5),
     TimerChanged(3, "timer", "ringing", "2026-12-06T15:05:00+01:00", late=True),
+    AudioHealth("real-time (SCHED_FIFO 10)", 1, 2, 0),
     Notice("a note"),
 )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import threading
@@ -21,13 +22,14 @@ from edge_agent.bench import pulse_rig as pulse
 from edge_agent.bench.heard import recorded_length
 from edge_agent.bench.wer import normalize
 from edge_agent.events import (
+    AudioHealth,
     Backchannel,
     BargeIn,
     PlaybackPaused,
     PlaybackResumed,
 )
 from tests.cli import command, write_config
-from tests.logged import kinds
+from tests.logged import kinds, read_events
 
 pytestmark = [pytest.mark.audio, pytest.mark.models, pytest.mark.realtime]
 
@@ -145,6 +147,14 @@ def test_run_converses_through_pulseaudio(pulse_audio: pulse.PulseServer,
     assert unit_rate == pulse.SPEAKER_RATE
     assert abs(len(unit_pcm) // 2 * 1000 / unit_rate - unit["played_ms"]) <= 1
     assert recorded_length(recording.read_bytes(), unit_pcm) == len(unit_pcm) // 2
+
+    # The callback threads asked for real-time scheduling (root gets it; another user is told
+    # how to allow it), and the record says so with the device's misses.
+    health = [e.event for e in read_events(data["events"]) if isinstance(e.event, AudioHealth)]
+    assert health, data["events"]
+    expected = ("real-time (SCHED_FIFO 10)" if os.getuid() == 0
+                else "normal priority (real-time priority 10 was refused")
+    assert health[-1].scheduling.startswith(expected) and health[-1].losses == 0, health
 
 
 def _has_sound_card() -> bool:

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from edge_agent.audio.realtime import AudioThreads
 from edge_agent.clock import Clock
 from edge_agent.errors import AudioDeviceError
 
@@ -58,12 +59,15 @@ class PortAudioHost:
     one worker thread (`offload`), serialized: PortAudio's device scan is not thread-safe, and a
     sound server that hangs must not freeze the loop. `refresh_every`: the least time between
     two re-initialisations that interrupt a working device. `stop_wait`: how long `terminate`
-    waits for streams still stopping."""
+    waits for streams still stopping. `threads`: what every stream's callback thread asks for
+    and reports (`edge_agent.audio.realtime`; default: nothing asked)."""
 
     def __init__(self, pa: Any, clock: Clock, *, reopen: Callable[[], Any] = _fresh_pyaudio,
                  offload: bool = True, refresh_every: float = 30.0,
-                 stop_wait: float = STOP_WAIT_S) -> None:
+                 stop_wait: float = STOP_WAIT_S, threads: AudioThreads | None = None) -> None:
         self._pa: Any = pa
+        self.threads = threads if threads is not None else AudioThreads(0)
+        """The streams' callback threads: their priority, the device's overflows."""
         self._clock = clock
         self._reopen = reopen
         self._executor = (concurrent.futures.ThreadPoolExecutor(1, "portaudio")

@@ -31,6 +31,7 @@ from edge_agent.audio.portaudio_start import (
     native_stderr,
     said,
 )
+from edge_agent.audio.realtime import AudioThreads
 from edge_agent.audio.recent import RecentAudio
 from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.errors import AudioDeviceError
@@ -117,8 +118,10 @@ class Capture:
     silent microphone still delivers frames)."""
 
     def __init__(self, pa: Any, device: int, sample_rate: int, frame_samples: int,
-                 deliver: Callable[[bytes], object], clock: Clock, channels: int = 1) -> None:
-        """`channels`: a microphone array's; each frame holds every channel, interleaved."""
+                 deliver: Callable[[bytes], object], clock: Clock, channels: int = 1,
+                 threads: AudioThreads | None = None) -> None:
+        """`channels`: a microphone array's; each frame holds every channel, interleaved.
+        `threads`: told of every callback (its thread's priority, the device's overflows)."""
         import pyaudio
 
         self.device = device
@@ -135,6 +138,8 @@ class Capture:
         pending = bytearray()
 
         def on_audio(data: bytes, frame_count: int, time_info: Any, status: int) -> tuple[None, int]:
+            if threads is not None:
+                threads.entered(status)
             self.last_frame = clock.now()
             pending.extend(data)
             while len(pending) >= frame_bytes:
@@ -201,11 +206,13 @@ class PyAudioSpeaker:
     `interrupt` aborts the stream (no tail) and restarts it empty.
     """
 
-    def __init__(self, pa: Any, device: int, sample_rate: int, clock: Clock) -> None:
+    def __init__(self, pa: Any, device: int, sample_rate: int, clock: Clock,
+                 threads: AudioThreads | None = None) -> None:
         import pyaudio
 
         self.sample_rate = sample_rate
         self._clock = clock
+        self._threads = threads
         self._lock = threading.Lock()
         self._queue: deque[bytes] = deque()
         self._queued = 0  # audio frames written, not yet handed to PortAudio
@@ -381,6 +388,8 @@ class PyAudioSpeaker:
 
     def _fill(self, in_data: None, frame_count: int, time_info: dict[str, float],
               status: int) -> tuple[bytes, int]:
+        if self._threads is not None:
+            self._threads.entered(status)
         with self._lock:
             dac_time = time_info.get("output_buffer_dac_time") or self._dac_fallback(time_info)
             self._anchor = (self._device_out, dac_time)

@@ -255,7 +255,7 @@ class ResilientMicrophone(RecoveringDevice):
         def open_capture() -> Capture:
             device = find_device(self._host.pa, self._wanted, output=False)
             return Capture(self._host.pa, device, self.sample_rate, self.frame_samples, arrive,
-                           self._clock, self.channels)
+                           self._clock, self.channels, self._host.threads)
 
         capture = await self._host.call(open_capture, abandoned=self._host.discard)
         self._generation = generation

@@ -163,7 +163,8 @@ class ResilientSpeaker(RecoveringDevice):
 
     def _open(self) -> PyAudioSpeaker:
         device = find_device(self._host.pa, self._wanted, output=True)
-        return PyAudioSpeaker(self._host.pa, device, self.sample_rate, self._clock)
+        return PyAudioSpeaker(self._host.pa, device, self.sample_rate, self._clock,
+                              self._host.threads)
 
     async def _watch_loop(self) -> None:
         while True:

@@ -175,10 +175,12 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
         except pulse_rig.PulseUnavailable as exc:
             raise SoundServerUnavailable("latency", str(exc)) from None
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ea-latency-")))
-        # The server's default devices, the call's greeting (none: the first line is a
-        # question), and a data dir of its own: the call is not one of the user's sessions.
+        # The server's default devices (the audio threads' priority as configured), the
+        # call's greeting (none: the first line is a question), and a data dir of its own: the
+        # call is not one of the user's sessions.
         config = dataclasses.replace(
-            config, data_dir=str(scratch / "data"), audio=AudioConfig(),
+            config, data_dir=str(scratch / "data"),
+            audio=AudioConfig(realtime_priority=config.audio.realtime_priority),
             turns=dataclasses.replace(config.turns, greeting=call.greeting or ""))
         stack.enter_context(pulse_rig.client_environment(server.env))
         recording = scratch / "both-sides.raw"

@@ -14,7 +14,9 @@ From the event log (the caller's onset taken when its line started playing):
 - **false interruptions**: backchannel lines that cut the agent off;
 - **cut off**: questions taken as two turns or more (a pause inside the line ended the turn);
 - **stages** of each answered question, from the end of the caller's speech as the agent
-  heard it: transcript, request, first token, first piece, first audio.
+  heard it: transcript, request, first token, first piece, first audio;
+- **audio**: the sound devices' callback threads' scheduling, the overflows and underruns
+  the device reported and the devices lost (the last `AudioHealth` of the call).
 
 The caller's lines are matched to its `CallerSpoke` events by their text, in order: an event
 that matches no line of the script (a line said twice, a stray event) is reported in
@@ -33,6 +35,7 @@ from edge_agent.bench.recording import audible_spans
 from edge_agent.bench.stats import summarize
 from edge_agent.bench.wer import word_error_rate
 from edge_agent.events import (
+    AudioHealth,
     BargeIn,
     CallerSpoke,
     LoggedEvent,
@@ -85,7 +88,16 @@ def analyze(caller: np.ndarray, agent: np.ndarray, script: Sequence[ScriptedLine
         "questions_unanswered": unanswered,
         "stop_ms": summarize(stops),
         **from_events(script, events),
+        "audio": audio_health(events),
     }
+
+
+def audio_health(events: Sequence[LoggedEvent]) -> dict[str, Any]:
+    """The last `AudioHealth` of the call, as figures (nothing reported: not known, 0 each)."""
+    last = next((e.event for e in reversed(events) if isinstance(e.event, AudioHealth)),
+                AudioHealth("", 0, 0, 0))
+    return {"scheduling": last.scheduling, "input_overflows": last.input_overflows,
+            "output_underflows": last.output_underflows, "device_losses": last.losses}
 
 
 def _next_line(script: Sequence[ScriptedLine], current: int | None, last: int, text: str
@@ -222,6 +234,11 @@ def table(result: dict[str, Any]) -> str:
         f"false interruptions on backchannels: {result['backchannels']['false_interruptions']}/"
         f"{result['backchannels']['count']}",
     ]
+    if "audio" in result:
+        audio = result["audio"]
+        lines.append(f"audio callback threads: {audio['scheduling'] or 'not known'}; "
+                     f"microphone overflows {audio['input_overflows']}, speaker underruns "
+                     f"{audio['output_underflows']}, devices lost {audio['device_losses']}")
     if result["unmatched_caller_events"] or result["lines_unsaid"]:
         lines.append(f"caller events matching no line: {result['unmatched_caller_events']}; "
                      f"lines never said: {result['lines_unsaid']}")

@@ -65,6 +65,11 @@ class AudioConfig:
     """The input channel of each microphone, counted from 0 ([]: the preset's, or 0, 1, ...)."""
     input_channels: int = 0
     """Channels to open the input device with (0: what the array needs; 1 without one)."""
+    realtime_priority: int = 10
+    """The sound device's callback threads ask for real-time scheduling (SCHED_FIFO) at this
+    priority, 1-99, so a busy machine cannot starve them (the kiosk unit allows it with
+    LimitRTPRIO=; elsewhere where the system grants it, else they stay at normal priority
+    and the agent says why); 0: never ask."""
     beamformer: str = "superdirective"
     """How the array listens toward the caller: "superdirective" (rejects voices from other
     directions down to a few hundred Hz) or "delay-and-sum" (rejects uncorrelated noise, other

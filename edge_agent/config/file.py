@@ -16,6 +16,7 @@ from typing import Any
 
 from edge_agent.audio.array import MAX_APERTURE_MM, ArrayError
 from edge_agent.audio.beamformer import BEAMFORMERS
+from edge_agent.audio.realtime import PRIORITY_RANGE
 from edge_agent.config import (
     SCREEN_TOKEN_MIN,
     SESSION_STARTS,
@@ -62,6 +63,7 @@ _BOUNDS: dict[str, Bounds] = {
     "audio.mic_positions_mm": Bounds(-MAX_APERTURE_MM, MAX_APERTURE_MM),
     "audio.mic_channels": Bounds(0, 63),
     "audio.input_channels": Bounds(0, 64),
+    "audio.realtime_priority": Bounds(*PRIORITY_RANGE),
     "audio.look_azimuth_deg": Bounds(-360.0, 360.0),
     "audio.look_elevation_deg": Bounds(-90.0, 90.0),
     "vad.threshold": Bounds(

@@ -30,6 +30,7 @@ import numpy as np
 from edge_agent.audio.array import MicArray
 from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
+from edge_agent.audio.realtime import AudioThreads, AudioThreadsState
 from edge_agent.config import END_MODEL_OFF, Config, ModelUse
 from edge_agent.doctor.report import CheckRecord, Context, Emit, check, failure, guarded, lower_first
 from edge_agent.engines import llama_build
@@ -52,7 +53,7 @@ voice cannot be read (the model check then says why)."""
 _PERIOD = 512
 _SHOWN_DEVICES = 8
 
-AUDIO_NAMES = ("portaudio", "audio devices", "audio output", "audio input")
+AUDIO_NAMES = ("portaudio", "audio devices", "audio output", "audio input", "audio threads")
 
 
 def audio_names(context: Context) -> Sequence[str]:
@@ -84,8 +85,10 @@ def audio(context: Context, emit: Emit) -> None:
         guarded(emit, "audio devices", listing)
         guarded(emit, "audio output",
                 lambda: _output(pa, devices, config.audio.output_device, _voice_rate(config)))
+        threads = AudioThreads(config.audio.realtime_priority)
         guarded(emit, "audio input", lambda: _input(pa, devices, config.audio.input_device,
-                                                   config.audio.mic_array()))
+                                                   config.audio.mic_array(), threads))
+        guarded(emit, "audio threads", lambda: _threads(threads.state()))
     finally:
         with native_stderr():
             pa.terminate()
@@ -191,9 +194,19 @@ def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int) -> C
                  f"{TONE_HZ:.0f} Hz tone (output latency {latency * 1000:.0f} ms)")
 
 
+def _threads(state: AudioThreadsState) -> CheckRecord:
+    """What the input's callback thread got when it asked for real-time scheduling."""
+    if not state.scheduling:
+        return check("audio threads", "FAIL", "not tested: no audio callback ran",
+                     "fix the audio input line above")
+    return check("audio threads", "warn" if state.fix else "ok",
+                 f"callback threads at {state.scheduling}", state.fix)
+
+
 def _input(pa: Any, devices: list[dict[str, Any]], wanted: str,
-           array: MicArray | None) -> CheckRecord:
-    """A second recorded from the input device (with `array`, every channel it needs)."""
+           array: MicArray | None, threads: AudioThreads) -> CheckRecord:
+    """A second recorded from the input device (with `array`, every channel it needs), its
+    callback thread asking `threads` for real-time scheduling as the agent's does."""
     import pyaudio
 
     index, label = _find(pa, devices, wanted, output=False)
@@ -211,6 +224,7 @@ def _input(pa: Any, devices: list[dict[str, Any]], wanted: str,
     full = threading.Event()
 
     def take(in_data: bytes, frame_count: int, time_info: Any, status: int) -> tuple[None, int]:
+        threads.entered(status)
         chunks.append(in_data)
         got[0] += len(in_data)
         if got[0] < need:
