@@ -440,6 +440,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
                 await _until_first(talking, _idle(talk, log, clock), clock, max_seconds)
             finally:
                 health.cancel()
+                await asyncio.wait([health])  # its last word is in the record
 
         try:
             with session_tagged(session_id):
