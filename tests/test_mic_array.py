@@ -19,6 +19,7 @@ from edge_agent.audio.beamformer import (
     design_filters,
     response_db,
 )
+from edge_agent.audio.realtime import AudioThreads
 from edge_agent.config.file import parse_config
 from edge_agent.doctor import checks as doctor_checks
 from edge_agent.errors import ConfigError
@@ -178,7 +179,9 @@ class _TwoChannelCard:
 def test_doctor_names_a_sound_card_with_fewer_channels_than_the_array() -> None:
     card = _TwoChannelCard()
     array = mic_array("respeaker-6mic", [], [], 0)
-    record = doctor_checks._input(card, [card.get_device_info_by_index(0)], "", array)
+    threads = AudioThreads(10)
+    record = doctor_checks._input(card, [card.get_device_info_by_index(0)], "", array, threads)
+    assert threads.state().scheduling == ""  # refused before any stream (or thread) opened
     assert record["status"] == "FAIL"
     assert "has 2 input channel(s); the microphone array (respeaker-6mic) needs 8" in (
         record["detail"])

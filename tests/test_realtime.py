@@ -27,8 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _on_threads(threads: AudioThreads, statuses: list[list[int]]) -> None:
     """Each list of statuses, as the callbacks of one thread of its own."""
+    def callbacks(run: list[int]) -> None:
+        for status in run:
+            threads.entered(status)
+
     for run in statuses:
-        worker = threading.Thread(target=lambda run=run: [threads.entered(s) for s in run])
+        worker = threading.Thread(target=callbacks, args=(run,))
         worker.start()
         worker.join()
 
