@@ -6,7 +6,7 @@ processes spinning beside the agent on a 2-core PC) keeps them waiting behind th
 and the device's buffers run over (the microphone's frames are lost) or under (the speaker plays
 silence it was never given). So, on its first callback, each thread asks for Linux's real-time
 class, `SCHED_FIFO` at `[audio] realtime_priority`: it then runs before every normal process
-whenever it has work, which is a few hundred microseconds of copying per callback.
+whenever it has work, which is copying one buffer per callback.
 
 Who gets it:
 - The kiosk's systemd unit sets `LimitRTPRIO=` (the most a process may ask for without
