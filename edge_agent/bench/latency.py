@@ -1,10 +1,13 @@
 """`edge-agent bench latency`: turn-taking as a caller meets it, measured from recorded audio.
 
 The live agent (`runner.run_live`: PyAudio devices, the configured engines) runs against a private
-PulseAudio server, on a private data dir (the benchmark's call never enters your memory
-database). A scripted caller says its lines into the virtual microphone (`paplay`) at their
-cues, and both sides are recorded on one clock: the microphone on the left channel, the agent's
-speaker on the right (`pulse_rig`, `tap=True`). Each exchange is a question, then, while the
+PulseAudio server (`--sound-server private`, the default) or the user's own with the bench's
+devices added for the call (`default`, see `sound_server`), on a private data dir (the
+benchmark's call never enters your memory database). A scripted caller says its lines into the
+virtual microphone (`paplay`) at their cues, and both sides are recorded on one clock: the
+microphone on the left channel, the agent's speaker on the right (`pulse_rig`, `tap=True`).
+What the server says of the agent's two streams (format, resampler, audio buffered) is read
+while the call runs and reported beside the figures. Each exchange is a question, then, while the
 agent answers, a backchannel or (every `interrupt_every`-th exchange) a real interruption. The
 figures are read off the recording and the event log by `latency_figures`.
 """
@@ -30,6 +33,14 @@ from edge_agent.bench import pulse_rig
 from edge_agent.bench.latency_figures import ScriptedLine, analyze
 from edge_agent.bench.needs import SoundServerUnavailable
 from edge_agent.bench.recording import audible_part
+from edge_agent.bench.sound_server import (
+    NotReachedError,
+    ServerFacts,
+    StreamWatch,
+    borrowed_server,
+    check_reached,
+    server_name,
+)
 from edge_agent.clock import MonotonicClock
 from edge_agent.config import AudioConfig, Config
 from edge_agent.conversation.settings import Engines
@@ -152,11 +163,16 @@ class PulseCallerVoice:
             await asyncio.to_thread(proc.wait)
 
 
+REACH_TIMEOUT_S = 10.0
+"""How long the agent's streams may take to appear on a borrowed server's devices."""
+
+
 def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: CallScript,
                 script: Sequence[ScriptedLine], printer: Callable[[str], None],
-                caller: Voice | None = None) -> dict[str, Any]:
-    """Run the call against the live agent on a private PulseAudio server; the figures.
-    `caller`: the voice of the caller's lines (default: the agent's own Piper voice)."""
+                caller: Voice | None = None, sound_server: str = "private") -> dict[str, Any]:
+    """Run the call against the live agent through `sound_server` (one of `SOUND_SERVERS`);
+    the figures. `caller`: the voice of the caller's lines (default: the agent's own Piper
+    voice)."""
     from edge_agent.runner import run_live
 
     tts = engines[0].tts
@@ -171,9 +187,11 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
     lines = [(line, with_pauses(line.say, said)) for line in call.lines]
     with contextlib.ExitStack() as stack:
         try:
-            server = stack.enter_context(pulse_rig.pulse_server(tts.sample_rate, tap=True))
+            server = stack.enter_context(
+                pulse_rig.pulse_server(tts.sample_rate, tap=True) if sound_server == "private"
+                else borrowed_server())
         except pulse_rig.PulseUnavailable as exc:
-            raise SoundServerUnavailable("latency", str(exc)) from None
+            raise SoundServerUnavailable("latency", str(exc), sound_server) from None
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ea-latency-")))
         # The server's default devices (the audio threads' priority as configured), the
         # call's greeting (none: the first line is a question), and a data dir of its own: the
@@ -185,8 +203,12 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
         stack.enter_context(pulse_rig.client_environment(server.env))
         recording = scratch / "both-sides.raw"
         recorder = server.record_tap(recording)
+        watch = StreamWatch(server)
+        watch.start()
 
         async def call_in(log: EventLog, _: Engines) -> None:
+            if sound_server != "private":
+                await asyncio.to_thread(check_reached, server, REACH_TIMEOUT_S)
             voice = PulseCallerVoice(server, scratch)
             await ScriptedCaller(MonotonicClock(), voice, log, lines).run()
 
@@ -194,11 +216,19 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
             record = asyncio.run(run_live(config, asyncio.Event(), printer,
                                           max_seconds=60.0 + 40.0 * len(lines),
                                           companion=call_in, loaded=engines))
+        except NotReachedError as exc:
+            raise SoundServerUnavailable("latency", str(exc), sound_server) from None
         finally:
             pulse_rig.stop(recorder)
+            watch.stop()
+        name, default_spec = server_name(server)
+        speaker, microphone = watch.facts()
+        facts = ServerFacts(mode=sound_server, server=name, default_sample_spec=default_spec,
+                            speaker=speaker, microphone=microphone)
         both = np.frombuffer(recording.read_bytes(), dtype=np.int16)
     both = both[: len(both) // 2 * 2].reshape(-1, 2)
     return {**analyze(both[:, 0], both[:, 1], script, record_events(record)),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "caller_voice": caller.name if caller is not None else "the agent's voice",
+            "sound_server": facts,
             "engines": record["engines"], "events": record["events"]}

@@ -234,6 +234,8 @@ def table(result: dict[str, Any]) -> str:
         f"false interruptions on backchannels: {result['backchannels']['false_interruptions']}/"
         f"{result['backchannels']['count']}",
     ]
+    if "sound_server" in result:
+        lines.extend(_sound_server_lines(result))
     if "audio" in result:
         audio = result["audio"]
         lines.append(f"audio callback threads: {audio['scheduling'] or 'not known'}; "
@@ -243,3 +245,29 @@ def table(result: dict[str, Any]) -> str:
         lines.append(f"caller events matching no line: {result['unmatched_caller_events']}; "
                      f"lines never said: {result['lines_unsaid']}")
     return "\n".join(lines)
+
+
+def _sound_server_lines(result: dict[str, Any]) -> list[str]:
+    """The sound server, the agent's streams as it saw them, and the sound path's share of the
+    answer gap: the gap as recorded minus the gap as the agent timed it (speech end as heard
+    -> first audio at the DAC), i.e. what capture, the VAD's hearing of the end and playback
+    add that the agent's own clock does not see."""
+    facts = result["sound_server"]
+    lines = [f"sound server: {facts['server']} ({facts['mode']}; its devices by default "
+             f"{facts['default_sample_spec']})"]
+    for name in ("speaker", "microphone"):
+        stream = facts[name]
+        if stream is None:
+            lines.append(f"  the agent's {name} stream: not seen on {name}")
+            continue
+        converted = (f", converted by {stream['resample_method']}"
+                     if stream["sample_spec"] != stream["device_sample_spec"] else "")
+        lines.append(f"  the agent's {name} stream: {stream['sample_spec']} on a "
+                     f"{stream['device_sample_spec']} device{converted}; buffered "
+                     f"{stream['buffer_latency_ms']:.0f} ms in the stream, "
+                     f"{stream['device_latency_ms']:.0f} ms in the device")
+    gap, inside = result["answer_gap_ms"], result["stages_ms"].get("first_audio")
+    if gap["n"] and inside and inside["n"]:
+        lines.append(f"  the sound path's share of the answer gap (p50 as recorded - p50 as "
+                     f"timed inside): {gap['p50'] - inside['p50']:.0f} ms")
+    return lines

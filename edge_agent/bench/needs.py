@@ -15,12 +15,14 @@ from edge_agent.models.catalog import load_catalog
 
 
 class SoundServerUnavailable(AudioDeviceError):
-    """The private PulseAudio server a part plays and records through cannot run here."""
+    """The sound server a part plays and records through cannot run or be reached here."""
 
-    def __init__(self, part: str, reason: str) -> None:
-        """`part`: the benchmark that needs it ("" when said before any part runs)."""
+    def __init__(self, part: str, reason: str, server: str = "private") -> None:
+        """`part`: the benchmark that needs it ("" when said before any part runs); `server`:
+        "private" (the bench's own PulseAudio) or "default" (the user's)."""
         who = f"the {part} benchmark " if part else ""
-        super().__init__(f"{who}needs a private PulseAudio server: {reason}")
+        what = "a private PulseAudio server" if server == "private" else "your sound server"
+        super().__init__(f"{who}needs {what}: {reason}")
 
 
 class PartsFailed(EdgeAgentError):

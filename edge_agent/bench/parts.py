@@ -50,11 +50,13 @@ def engines_part(bench: Workbench, sentences: int, prompts: int, busy: int = 0
 def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "scripted",
                  caller: str = "", reply: str = REPLY,
                  interrupt_every: int = sizes.LATENCY_INTERRUPT_EVERY.full,
-                 busy: int = 0, lines: str = "questions") -> dict[str, Any]:
-    """The live agent on a private PulseAudio server (`latency`). `llm`: "scripted" (the
-    shared engines answer with `reply`) or "config" (the configured LLM, loaded for this).
-    `busy`: processes keeping cores busy beside the agent throughout the call. `lines`: the
-    caller's turns, "questions" or "natural" (see `latency.LINE_SETS`)."""
+                 busy: int = 0, lines: str = "questions", sound_server: str = "private"
+                 ) -> dict[str, Any]:
+    """The live agent on a private PulseAudio server or the user's (`sound_server`, see
+    `latency`). `llm`: "scripted" (the shared engines answer with `reply`) or "config" (the
+    configured LLM, loaded for this). `busy`: processes keeping cores busy beside the agent
+    throughout the call. `lines`: the caller's turns, "questions" or "natural" (see
+    `latency.LINE_SETS`)."""
     from edge_agent.bench.cotenant import busy_processes
     from edge_agent.bench.latency import LINE_SETS, latency_call, run_latency
     from edge_agent.demo.voices import VOICES
@@ -74,7 +76,7 @@ def latency_part(bench: Workbench, exchanges: int, seed: int, llm: str = "script
     bench.say(f"{exchanges} exchanges through the live agent, {len(call.lines)} caller lines")
     with busy_processes(busy):
         figures = run_latency(bench.config, engines, call, script, bench.say,
-                              voices.get(caller))
+                              voices.get(caller), sound_server)
     return {"benchmark": "latency", "llm": figures["engines"]["llm"], "busy_processes": busy,
             "pause_on_speech": bench.config.turns.pause_on_speech, "seed": seed, "line_set": lines,
             "exchanges": exchanges, "interrupt_every": interrupt_every, **figures}

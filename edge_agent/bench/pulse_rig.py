@@ -152,6 +152,10 @@ class PulseServer:
     root: Path
     env: dict[str, str]
     pid: int | None = None
+    prefix: str = ""
+    """Put before each device name the methods take (the rig's names: "micsink", "speaker",
+    "tap", ...): empty on the rig's own server, the bench's mark on a borrowed one
+    (`borrowed_server`)."""
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _launch: tuple[Path, dict[str, str], float] | None = None
     """(script, server environment, timeout) that `start` launched it with."""
@@ -171,7 +175,7 @@ class PulseServer:
     def play(self, wav: Path, device: str = "micsink") -> subprocess.Popen[bytes]:
         """Start playing `wav` into `device` (default: the virtual microphone); returns the
         process (it exits when the clip has been played at real time)."""
-        proc = subprocess.Popen(paplay_command(wav, device), env=self.env,
+        proc = subprocess.Popen(paplay_command(wav, self.prefix + device), env=self.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._children.append(proc)
         return proc
@@ -196,7 +200,7 @@ class PulseServer:
     def _parec(self, out: int | IO[bytes], source: str, rate: int, channels: int,
                latency_ms: int) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            ["parec", "-d", source, "--raw", "--format=s16le", f"--rate={rate}",
+            ["parec", "-d", self.prefix + source, "--raw", "--format=s16le", f"--rate={rate}",
              f"--channels={channels}", f"--latency-msec={latency_ms}"],
             env=self.env, stdout=out, stderr=subprocess.PIPE)
         self._children.append(proc)
@@ -240,8 +244,9 @@ class PulseServer:
         """Let the microphone hear the speaker, as a kiosk's does: a loopback from the speaker's
         monitor into the microphone's sink, `latency_ms` late, at `gain` (linear amplitude).
         Returns the module's index (`pactl unload-module` takes the path away)."""
-        module = self.pactl("load-module", "module-loopback", "source=speaker.monitor",
-                            "sink=micsink", f"latency_msec={latency_ms}").strip()
+        module = self.pactl("load-module", "module-loopback",
+                            f"source={self.prefix}speaker.monitor", f"sink={self.prefix}micsink",
+                            f"latency_msec={latency_ms}").strip()
         for block in self.pactl("list", "sink-inputs").split("\n\n"):
             lines = [line.strip() for line in block.splitlines()]
             if lines and f"Owner Module: {module}" in lines:
@@ -318,6 +323,7 @@ class PulseServer:
 
     def _has_stream(self, kind: str, device: str, exclude_apps: tuple[str, ...]) -> bool:
         devices = "sources" if kind == "source-outputs" else "sinks"
+        device = self.prefix + device
         index = None
         for line in self.pactl("list", "short", devices).splitlines():
             cols = line.split("\t")
@@ -365,12 +371,12 @@ def _signal_and_wait(pid: int, sig: signal.Signals, seconds: float = 5) -> bool:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and alive(pid):
         time.sleep(0.05)
-    return not _alive(pid)
+    return not alive(pid)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.bench import sizes
+from edge_agent.bench.sound_server import SOUND_SERVERS
 from edge_agent.cli.args import busy_count, positive_int, seconds
 from edge_agent.config import Config
 from edge_agent.files.jsonfile import write_json
@@ -70,7 +71,7 @@ def add_parser(commands: Any) -> None:
     latency = _part_parser(
         benchmarks, "latency", "answer gap, stop and barge-in latency and false interruptions, "
                                "from the recorded audio of the live agent on a private "
-                               "PulseAudio server", seed_help="random seed for the cue times")
+                               "PulseAudio server or yours", seed_help="random seed for the cue times")
     latency.add_argument("--exchanges", type=positive_int, default=sizes.LATENCY_EXCHANGES.full,
                          help="questions asked (each followed by a backchannel or, once in "
                               f"{sizes.LATENCY_INTERRUPT_EVERY.full}, an interruption; "
@@ -85,6 +86,11 @@ def add_parser(commands: Any) -> None:
                          help="the caller's turns: written questions (the default), or turns "
                               "as people end them (on a comma, in two words, some with a "
                               "0.5 s pause inside, which must not end them)")
+    latency.add_argument("--sound-server", choices=SOUND_SERVERS, default=SOUND_SERVERS[0],
+                         help="private: the bench's own PulseAudio, its devices at the agent's "
+                              "rates (the default); default: the sound server you have "
+                              "(PulseAudio or PipeWire's pulse server), the bench's devices "
+                              "added at its default format for the call and removed after")
 
     corpus = _part_parser(
         benchmarks, "backchannel", "the backchannel classifier on corpus clips spoken by Piper and "
@@ -322,10 +328,12 @@ def _latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], 
     from edge_agent.bench.latency_figures import table
     from edge_agent.bench.parts import latency_part
 
-    print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on a "
-          f"private PulseAudio server (about {args.exchanges * 12} s)...", flush=True)
+    where = ("a private PulseAudio server" if args.sound_server == "private"
+             else "your sound server")
+    print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on "
+          f"{where} (about {args.exchanges * 12} s)...", flush=True)
     result = latency_part(_workbench(config), args.exchanges, args.seed, args.llm, args.caller,
-                          busy=args.busy, lines=args.lines)
+                          busy=args.busy, lines=args.lines, sound_server=args.sound_server)
     return result, table(result)
 
 
