@@ -405,7 +405,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
             loaded = await asyncio.to_thread(build_engines, config, crash_checked=True)
         engines, names = loaded
         speaker = ResilientSpeaker(host, config.audio.output_device, engines.tts.sample_rate,
-                                   clock, on_state)
+                                   clock, on_state, period=config.audio.output_period)
         mic = device_mic if array is None else steered(config, array, device_mic)
         log = EventLog(clock)
         logs.append(log)

@@ -290,6 +290,27 @@ async def test_a_microphone_that_stops_delivering_is_lost_and_reopened() -> None
     listening.cancel()
 
 
+async def test_the_speaker_keeps_the_configured_output_period_across_a_reopen() -> None:
+    """`[audio] output_period` reaches the device, also when the speaker opens it again after
+    a loss, and audio plays out whole at that period."""
+    clock = VirtualClock()
+    pa = FakePyAudio(clock)
+    speaker = ResilientSpeaker(_fake_host(pa, clock), "usbspeaker", SPEAKER_RATE, clock,
+                               Said(clock), period=256)
+    assert pa.live("usbspeaker").frames == 256
+    pa.unplug("usbspeaker")
+    await clock.advance(0.5)
+    pa.plug("usbspeaker")
+    await clock.advance(3.0)
+    assert len([s for s in pa.streams if s.name == "usbspeaker"]) == 2
+    assert pa.live("usbspeaker").frames == 256
+    tone = _tone(0.5)
+    start = speaker.write(tone)
+    await clock.advance(1.0)
+    assert speaker.played_frames() == start + len(tone) // 2
+    speaker.close()
+
+
 async def test_speaker_loss_claims_only_what_reached_the_dac_and_drops_until_interrupt() -> None:
     clock = VirtualClock()
     pa = FakePyAudio(clock)

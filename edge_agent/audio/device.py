@@ -10,6 +10,15 @@ MIC_RATE = 16000
 Vosk and Smart Turn all take, so nothing is resampled between the microphone and them."""
 MIC_FRAME = 512
 """Samples in one microphone frame, the unit the loop hears in: Silero VAD's frame (32 ms)."""
+OUTPUT_PERIOD = 512
+"""Frames the speaker's device is handed per callback (`[audio] output_period`'s default).
+PortAudio keeps about two and a half of them queued: a reply's first sample waits behind that
+much of the silence played while idle (56 ms of buffer at 22.05 kHz; 256 frames: 28 ms). Measured
+(`bench latency`, 9 questions, 7 Dec 2026, 2-core x86, callback threads at SCHED_FIFO): 256
+started the answer ~30 ms sooner (piece -> device 32-35 ms against 54-89) with 0 and 1 speaker
+underruns idle, but beside two busy processes the speaker underran 11 times in the call against
+0 and 2 with 512 (each an audible gap in the agent's voice): the callbacks need Python's
+interpreter lock, which a busy machine's other threads hold."""
 
 class Microphone(Protocol):
     sample_rate: int

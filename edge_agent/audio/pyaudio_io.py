@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from edge_agent.audio.device import MIC_FRAME, MIC_RATE
+from edge_agent.audio.device import MIC_FRAME, MIC_RATE, OUTPUT_PERIOD
 from edge_agent.audio.portaudio_start import (
     PYAUDIO_ERRORS,
     alsa_config_hint,
@@ -36,7 +36,6 @@ from edge_agent.audio.recent import RecentAudio
 from edge_agent.clock import Clock, MonotonicClock
 from edge_agent.errors import AudioDeviceError
 
-_PERIOD = 512
 _PAST_RUNS = 32
 """Runs kept after they played out, so `played_when` can tell when a recent frame played (the
 echo canceller asks for the frames played since the microphone's last frame: a few runs)."""
@@ -207,7 +206,8 @@ class PyAudioSpeaker:
     """
 
     def __init__(self, pa: Any, device: int, sample_rate: int, clock: Clock,
-                 threads: AudioThreads | None = None) -> None:
+                 threads: AudioThreads | None = None, period: int = OUTPUT_PERIOD) -> None:
+        """`period`: frames handed to the device per callback (see `OUTPUT_PERIOD`)."""
         import pyaudio
 
         self.sample_rate = sample_rate
@@ -230,7 +230,7 @@ class PyAudioSpeaker:
         self._confirmed = 0  # audio frames played when PortAudio last called back
         self._stream = open_stream(pa, device, "output", format=pyaudio.paInt16, channels=1,
                                     rate=sample_rate, output=True, output_device_index=device,
-                                    frames_per_buffer=_PERIOD, stream_callback=self._fill)
+                                    frames_per_buffer=period, stream_callback=self._fill)
 
     def write(self, pcm: bytes) -> int:
         with self._lock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from edge_agent.audio.device import OUTPUT_PERIOD
 from edge_agent.audio.portaudio_host import PortAudioHost
 from edge_agent.audio.pyaudio_io import PyAudioSpeaker, find_device
 from edge_agent.audio.recent import RecentAudio
@@ -43,10 +44,12 @@ class ResilientSpeaker(RecoveringDevice):
     def __init__(self, host: PortAudioHost, wanted: str, sample_rate: int, clock: Clock,
                  on_state: OnState, *, stall_s: float = 2.0, start_grace_s: float = 5.0,
                  suspect_s: float = 0.1, backoff: Backoff | None = None,
-                 refresh_after: int = 3, require_at_start: bool = True) -> None:
+                 refresh_after: int = 3, require_at_start: bool = True,
+                 period: int = OUTPUT_PERIOD) -> None:
         super().__init__(host, wanted, clock, StateSayer("speaker", on_state), backoff,
                          refresh_after)
         self.sample_rate = sample_rate
+        self._period = period
         self._stall, self._grace, self._suspect = stall_s, start_grace_s, suspect_s
         self._inner: PyAudioSpeaker | None = None
         self._candidate: PyAudioSpeaker | None = None  # reopened, no callback seen yet
@@ -164,7 +167,7 @@ class ResilientSpeaker(RecoveringDevice):
     def _open(self) -> PyAudioSpeaker:
         device = find_device(self._host.pa, self._wanted, output=True)
         return PyAudioSpeaker(self._host.pa, device, self.sample_rate, self._clock,
-                              self._host.threads)
+                              self._host.threads, self._period)
 
     async def _watch_loop(self) -> None:
         while True:

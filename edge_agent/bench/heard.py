@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_agent.audio.device import Speaker
+from edge_agent.audio.device import OUTPUT_PERIOD, Speaker
 from edge_agent.audio.pcm import first_loud_sample
 from edge_agent.bench import pulse_rig
 from edge_agent.bench.needs import SoundServerUnavailable
@@ -155,12 +155,15 @@ def speech_onset(pcm: bytes) -> int:
 
 def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
                texts: Sequence[str] = REPLIES,
-               progress: Callable[[CutTrial], None] | None = None) -> list[CutTrial]:
-    """Start a private PulseAudio server and measure `runs` random barge-ins through it."""
+               progress: Callable[[CutTrial], None] | None = None,
+               period: int = OUTPUT_PERIOD) -> list[CutTrial]:
+    """Start a private PulseAudio server and measure `runs` random barge-ins through it, the
+    speaker handed `period` frames per callback (`[audio] output_period`)."""
     rng = random.Random(seed)
     units = {text: tts.synthesize(text) for text in texts[:runs]}  # the ones the runs play
     with contextlib.ExitStack() as stack:
-        server, speaker = stack.enter_context(speaker_on_private_pulse("heard", tts.sample_rate))
+        server, speaker = stack.enter_context(speaker_on_private_pulse("heard", tts.sample_rate,
+                                                                        period))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ea-bench-")))
         texts = list(units)
         trials = []
@@ -175,7 +178,7 @@ def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
 
 
 @contextlib.contextmanager
-def speaker_on_private_pulse(part: str, rate: int
+def speaker_on_private_pulse(part: str, rate: int, period: int = OUTPUT_PERIOD
                              ) -> Iterator[tuple[pulse_rig.PulseServer, PyAudioSpeaker]]:
     """A private PulseAudio server whose speaker sink runs at `rate` (its monitor records the
     played samples bit for bit), this process its client, and the agent's own speaker open on
@@ -192,7 +195,8 @@ def speaker_on_private_pulse(part: str, rate: int
         stack.enter_context(pulse_rig.client_environment(server.env))
         pa = open_pyaudio()
         stack.callback(pa.terminate)
-        speaker = PyAudioSpeaker(pa, find_device(pa, "", output=True), rate, MonotonicClock())
+        speaker = PyAudioSpeaker(pa, find_device(pa, "", output=True), rate, MonotonicClock(),
+                                 period=period)
         stack.callback(speaker.close)
         time.sleep(0.5)  # the stream runs (silence) before anything is measured
         yield server, speaker

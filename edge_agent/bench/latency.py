@@ -198,7 +198,8 @@ def run_latency(config: Config, engines: tuple[Engines, dict[str, str]], call: C
         # call is not one of the user's sessions.
         config = dataclasses.replace(
             config, data_dir=str(scratch / "data"),
-            audio=AudioConfig(realtime_priority=config.audio.realtime_priority),
+            audio=AudioConfig(realtime_priority=config.audio.realtime_priority,
+                              output_period=config.audio.output_period),
             turns=dataclasses.replace(config.turns, greeting=call.greeting or ""))
         stack.enter_context(pulse_rig.client_environment(server.env))
         recording = scratch / "both-sides.raw"

@@ -97,7 +97,8 @@ def heard_part(bench: Workbench, runs: int, seed: int) -> dict[str, Any]:
         bench.say(f"cut {done}/{runs} at {trial.cut_after_ms:7.1f} ms: error "
                   f"{trial.error_ms:+6.2f} ms, stop {trial.stop_ms:5.2f} ms, {mark}")
 
-    return report(run_trials(bench.voice(), runs, seed, policy, progress=progress), seed, policy)
+    return report(run_trials(bench.voice(), runs, seed, policy, progress=progress,
+                             period=bench.config.audio.output_period), seed, policy)
 
 
 def screen_part(bench: Workbench, units: int) -> ScreenResult:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.audio.array import MicArray, mic_array
+from edge_agent.audio.device import OUTPUT_PERIOD
 from edge_agent.errors import ConfigError
 
 NOISE_SUPPRESSION_AUTO = False
@@ -65,6 +66,11 @@ class AudioConfig:
     """The input channel of each microphone, counted from 0 ([]: the preset's, or 0, 1, ...)."""
     input_channels: int = 0
     """Channels to open the input device with (0: what the array needs; 1 without one)."""
+    output_period: int = OUTPUT_PERIOD
+    """Frames the speaker is handed per callback (the device queues ~2.5 of them ahead of what
+    plays): 512 (23 ms at 22.05 kHz) keeps the voice whole on a busy machine; 256 starts every
+    answer ~30 ms sooner where the CPU is free (a laptop, a kiosk with no browser), but
+    underruns (gaps in the voice) when every core is busy. See `audio.device.OUTPUT_PERIOD`."""
     realtime_priority: int = 10
     """The sound device's callback threads ask for real-time scheduling (SCHED_FIFO) at this
     priority, 1-99, so a busy machine cannot starve them (the kiosk unit allows it with

@@ -64,6 +64,7 @@ _BOUNDS: dict[str, Bounds] = {
     "audio.mic_channels": Bounds(0, 63),
     "audio.input_channels": Bounds(0, 64),
     "audio.realtime_priority": Bounds(*PRIORITY_RANGE),
+    "audio.output_period": Bounds(64, 4096),
     "audio.look_azimuth_deg": Bounds(-360.0, 360.0),
     "audio.look_elevation_deg": Bounds(-90.0, 90.0),
     "vad.threshold": Bounds(

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent.audio.array import MicArray
+from edge_agent.audio.device import OUTPUT_PERIOD
 from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
 from edge_agent.audio.realtime import AudioThreads, AudioThreadsState
@@ -50,7 +51,6 @@ stalled (PulseAudio's first stream can take 1-2 s to start)."""
 VOICE_RATE = 22050
 """The Piper medium voices' rate: the speaker is opened at the voice's rate, this when the
 voice cannot be read (the model check then says why)."""
-_PERIOD = 512
 _SHOWN_DEVICES = 8
 
 AUDIO_NAMES = ("portaudio", "audio devices", "audio output", "audio input", "audio threads")
@@ -178,7 +178,7 @@ def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int) -> C
         return chunk + bytes(frame_count * 2 - len(chunk)), pyaudio.paComplete
 
     stream = open_stream(pa, index, "output", format=pyaudio.paInt16, channels=1, rate=rate, output=True,
-                   output_device_index=index, frames_per_buffer=_PERIOD, stream_callback=fill)
+                   output_device_index=index, frames_per_buffer=OUTPUT_PERIOD, stream_callback=fill)
     try:
         latency = float(stream.get_output_latency())
         done = finished.wait(TONE_S + STALL_S)
