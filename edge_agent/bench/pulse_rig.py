@@ -166,8 +166,9 @@ class PulseServer:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def pactl(self, *args: str, timeout: float = 10) -> str:
-        done = subprocess.run(["pactl", *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        """pactl's output, in English whatever the user's locale (its listings are parsed)."""
+        done = subprocess.run(["pactl", *args], env={**self.env, "LC_ALL": "C"},
+                              capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"pactl {' '.join(args)} failed: {done.stderr.strip()}")
         return done.stdout

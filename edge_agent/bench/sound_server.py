@@ -90,11 +90,6 @@ class NotReachedError(pulse_rig.PulseUnavailable):
     """The agent's streams did not reach the bench's devices on the borrowed server."""
 
 
-def _quiet_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` with pactl's output in English, whatever the user's locale (it is parsed)."""
-    return {**env, "LC_ALL": "C"}
-
-
 @contextlib.contextmanager
 def borrowed_server(environ: Mapping[str, str] | None = None
                     ) -> Iterator[pulse_rig.PulseServer]:
@@ -108,7 +103,7 @@ def borrowed_server(environ: Mapping[str, str] | None = None
                 f"{tool} not found: the bench talks to your sound server with PulseAudio's "
                 "tools (apt-get install pulseaudio-utils; with PipeWire, pipewire-pulse serves "
                 "them)")
-    env = _quiet_env(dict(os.environ if environ is None else environ))
+    env = dict(os.environ if environ is None else environ)
     env.pop("PULSE_SINK", None)
     env.pop("PULSE_SOURCE", None)
     prefix = f"{MARK}{os.getpid()}_"
