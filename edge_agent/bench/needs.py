@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable
 
 from edge_agent.bench import pulse_rig
+from edge_agent.bench.sound_server import SOUND_SERVERS
 from edge_agent.config import Config
 from edge_agent.errors import AudioDeviceError, EdgeAgentError, EngineError
 from edge_agent.models.catalog import load_catalog
@@ -21,8 +22,7 @@ class SoundServerUnavailable(AudioDeviceError):
         """`part`: the benchmark that needs it ("" when said before any part runs); `server`:
         "private" (the bench's own PulseAudio) or "default" (the user's)."""
         who = f"the {part} benchmark " if part else ""
-        what = "a private PulseAudio server" if server == "private" else "your sound server"
-        super().__init__(f"{who}needs {what}: {reason}")
+        super().__init__(f"{who}needs {SOUND_SERVERS[server]}: {reason}")
 
 
 class PartsFailed(EdgeAgentError):

@@ -40,9 +40,10 @@ from typing import TypedDict
 from edge_agent.audio.device import MIC_RATE
 from edge_agent.bench import pulse_rig
 
-SOUND_SERVERS = ("private", "default")
-"""`bench latency --sound-server`: the bench's own PulseAudio (`pulse_rig`), or the server the
-user has, with the bench's devices added for the call (`borrowed_server`)."""
+SOUND_SERVERS = {"private": "a private PulseAudio server", "default": "your sound server"}
+"""`bench latency --sound-server`, and how the bench names each: the bench's own PulseAudio
+(`pulse_rig`, the default), or the server the user has, with the bench's devices added for the
+call (`borrowed_server`)."""
 MARK = "edge_agent_bench_"
 """Every device the bench adds to a borrowed server is named MARK + process id + "_" + the
 rig's name for it ("speaker", "micsink", "mic", "tap")."""

@@ -86,7 +86,8 @@ def add_parser(commands: Any) -> None:
                          help="the caller's turns: written questions (the default), or turns "
                               "as people end them (on a comma, in two words, some with a "
                               "0.5 s pause inside, which must not end them)")
-    latency.add_argument("--sound-server", choices=SOUND_SERVERS, default=SOUND_SERVERS[0],
+    latency.add_argument("--sound-server", choices=list(SOUND_SERVERS),
+                         default=next(iter(SOUND_SERVERS)),
                          help="private: the bench's own PulseAudio, its devices at the agent's "
                               "rates (the default); default: the sound server you have "
                               "(PulseAudio or PipeWire's pulse server), the bench's devices "
@@ -328,10 +329,8 @@ def _latency(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], 
     from edge_agent.bench.latency_figures import table
     from edge_agent.bench.parts import latency_part
 
-    where = ("a private PulseAudio server" if args.sound_server == "private"
-             else "your sound server")
     print(f"edge-agent bench latency: {args.exchanges} exchanges through the live agent on "
-          f"{where} (about {args.exchanges * 12} s)...", flush=True)
+          f"{SOUND_SERVERS[args.sound_server]} (about {args.exchanges * 12} s)...", flush=True)
     result = latency_part(_workbench(config), args.exchanges, args.seed, args.llm, args.caller,
                           busy=args.busy, lines=args.lines, sound_server=args.sound_server)
     return result, table(result)
