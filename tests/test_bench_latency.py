@@ -26,6 +26,7 @@ from edge_agent.events import (
     TurnStage,
     UnitFinalized,
     UserSpeechEnded,
+    UserSpeechStarted,
     UserTurn,
 )
 from edge_agent.heard.ledger import Finalize
@@ -84,7 +85,8 @@ def test_gaps_stops_and_event_figures() -> None:
     assert result["stop_ms"]["values"] == pytest.approx([180.0], abs=0.2)
     assert result["questions_unanswered"] == 0
     assert result["barge_in_confirmed_ms"]["values"] == [350.0]
-    assert result["interruptions"] == {"count": 1, "missed": 0, "said_in_silence": 0}
+    assert result["interruptions"] == {"count": 1, "missed": 0, "said_in_silence": 0,
+                                       "said_as_it_ended": 0}
     assert result["backchannels"] == {"count": 1, "false_interruptions": 0}
     # Stages of turn 1, from the end of speech as the agent heard it (2.4 - 0.3 s).
     assert result["stages_ms"]["transcript"]["values"] == [250.0]
@@ -182,7 +184,8 @@ def test_more_caller_events_than_lines_are_reported_not_a_crash() -> None:
     assert result["lines_unsaid"] == 0
     # The interruption's figure is its own event's, not the repeat's.
     assert result["barge_in_confirmed_ms"]["values"] == [300.0]
-    assert result["interruptions"] == {"count": 1, "missed": 0, "said_in_silence": 0}
+    assert result["interruptions"] == {"count": 1, "missed": 0, "said_in_silence": 0,
+                                       "said_as_it_ended": 0}
     assert result["backchannels"] == {"count": 0, "false_interruptions": 0}
 
 
@@ -201,13 +204,17 @@ def test_a_line_never_said_is_counted_and_the_next_one_still_matched() -> None:
     assert result["backchannels"] == {"count": 2, "false_interruptions": 1}
 
 
+TWO_INTERRUPTIONS = [ScriptedLine("question", "Can I bring my dog?"),
+                     ScriptedLine("interruption", "Hold on, is it open on Monday?"),
+                     ScriptedLine("question", "Do you take credit cards?"),
+                     ScriptedLine("interruption", "Wait, what about Sunday?")]
+"""Two questions, each interrupted."""
+
+
 def test_an_interruption_after_the_reply_ended_is_not_a_missed_one() -> None:
     """A short reply can end before the scripted interruption begins: that line interrupts
     nothing and is counted apart; one begun while the agent spoke that cut nothing is missed."""
-    script = [ScriptedLine("question", "Can I bring my dog?"),
-              ScriptedLine("interruption", "Hold on, is it open on Monday?"),
-              ScriptedLine("question", "Do you take credit cards?"),
-              ScriptedLine("interruption", "Wait, what about Sunday?")]
+    script = TWO_INTERRUPTIONS
     events = [
         _spoke(1.0, "Can I bring my dog?"),
         LoggedEvent(2.5, PlaybackStarted("u1")),
@@ -220,4 +227,27 @@ def test_an_interruption_after_the_reply_ended_is_not_a_missed_one() -> None:
         LoggedEvent(11.0, UnitFinalized(_finalize("u3"))),
     ]
     result = from_events(script, events)
-    assert result["interruptions"] == {"count": 2, "missed": 1, "said_in_silence": 1}
+    assert result["interruptions"] == {"count": 2, "missed": 1, "said_in_silence": 1,
+                                       "said_as_it_ended": 0}
+
+
+def test_an_interruption_the_reply_ended_under_before_it_was_heard_is_not_a_missed_one() -> None:
+    """A short reply can end on its own just after the interruption begins: if the agent had
+    not heard speech begin by then, there was nothing to cut yet. Once it had, a reply that
+    plays on to its end passed the interruption over: missed."""
+    script = TWO_INTERRUPTIONS
+    events = [
+        _spoke(1.0, "Can I bring my dog?"),
+        LoggedEvent(2.5, PlaybackStarted("u1")),
+        _spoke(4.0, "Hold on, is it open on Monday?"),
+        LoggedEvent(4.15, UnitFinalized(_finalize("u1"))),  # ended before speech was heard
+        LoggedEvent(4.2, UserSpeechStarted(3.2)),
+        _spoke(7.0, "Do you take credit cards?"),
+        LoggedEvent(8.5, PlaybackStarted("u2")),
+        _spoke(9.0, "Wait, what about Sunday?"),
+        LoggedEvent(9.2, UserSpeechStarted(8.2)),
+        LoggedEvent(9.25, UnitFinalized(_finalize("u2"))),  # heard, and played on to its end
+    ]
+    result = from_events(script, events)
+    assert result["interruptions"] == {"count": 2, "missed": 1, "said_in_silence": 0,
+                                       "said_as_it_ended": 1}

@@ -10,7 +10,9 @@ From the event log (the caller's onset taken when its line started playing):
 - **barge-in confirmed**: onset -> the interruption decided (playback cut for good);
 - **interruptions missed**: interruption lines begun while the agent spoke that did not cut
   it off; one begun after the reply had ended (a short model reply) interrupts nothing and is
-  counted apart (`said_in_silence`);
+  counted apart (`said_in_silence`), and so is one whose reply ended on its own before the
+  agent heard the line begin (`said_as_it_ended`: no speech had started over it, there was
+  nothing to judge yet);
 - **false interruptions**: backchannel lines that cut the agent off;
 - **cut off**: questions taken as two turns or more (a pause inside the line ended the turn);
 - **stages** of each answered question, from the end of the caller's speech as the agent
@@ -44,6 +46,7 @@ from edge_agent.events import (
     TurnStage,
     UnitFinalized,
     UserSpeechEnded,
+    UserSpeechStarted,
     UserTurn,
 )
 
@@ -117,9 +120,11 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[LoggedEvent]
     """The figures the event log gives (see the module docstring)."""
     confirmed: list[float] = []
     false_interruptions = 0
-    uncut = {"missed": 0, "said_in_silence": 0}  # interruption lines that cut nothing
+    uncut = {"missed": 0, "said_in_silence": 0, "said_as_it_ended": 0}  # lines that cut nothing
     playing: set[str] = set()  # units the agent has started playing and not finalized
     talking_at_onset = False
+    heard_over = False  # the agent heard speech begin since the line's onset
+    ended_unheard = False  # the agent's playback ended on its own before that
     current: int | None = None  # the script line being said, None for an unmatched event
     last = -1  # the last script line matched
     matched = 0
@@ -138,13 +143,15 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[LoggedEvent]
 
     def end_line() -> None:
         if kind() == "interruption" and not cut:
-            uncut["missed" if talking_at_onset else "said_in_silence"] += 1
+            uncut["said_in_silence" if not talking_at_onset
+                  else "said_as_it_ended" if ended_unheard else "missed"] += 1
 
     for entry in events:
         event, at = entry.event, entry.at
         if isinstance(event, CallerSpoke):
             end_line()
             talking_at_onset = bool(playing)
+            heard_over = ended_unheard = False
             current = _next_line(script, current, last, event.text)
             if current is None:
                 unmatched.append(event.text)
@@ -161,6 +168,8 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[LoggedEvent]
                 false_interruptions += 1
             # (a question said over the agent, when an earlier mistake shifted the replies,
             # is the caller talking over it: not the agent's judgement of a backchannel)
+        elif isinstance(event, UserSpeechStarted):
+            heard_over = True
         elif isinstance(event, UserSpeechEnded):
             speech_end = at - event.silence_ms / 1000
         elif isinstance(event, UserTurn):
@@ -178,6 +187,8 @@ def from_events(script: Sequence[ScriptedLine], events: Sequence[LoggedEvent]
             playing.add(event.unit_id)
         elif isinstance(event, UnitFinalized):
             playing.discard(event.finalize.unit_id)
+            if talking_at_onset and not playing and not cut and not heard_over:
+                ended_unheard = True
     end_line()
     stages: dict[str, list[float]] = {}
     heard = [(said, text) for said, text in heard_lines if said]
@@ -230,7 +241,9 @@ def table(result: dict[str, Any]) -> str:
         f"{result['exchanges']}; peak RSS of the process {result['peak_rss_mb']} MB",
         f"interruptions missed: {result['interruptions']['missed']}/"
         f"{result['interruptions']['count']} ({result['interruptions']['said_in_silence']} "
-        f"said after the reply had ended)",
+        f"said after the reply had ended, "
+        f"{result['interruptions']['said_as_it_ended']} as it ended, before the agent "
+        f"heard them begin)",
         f"false interruptions on backchannels: {result['backchannels']['false_interruptions']}/"
         f"{result['backchannels']['count']}",
     ]
