@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_agent.audio.device import OUTPUT_PERIOD, Speaker
+from edge_agent.audio.device import Speaker
 from edge_agent.audio.pcm import first_loud_sample
 from edge_agent.bench import pulse_rig
 from edge_agent.bench.needs import SoundServerUnavailable
@@ -155,8 +155,8 @@ def speech_onset(pcm: bytes) -> int:
 
 def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
                texts: Sequence[str] = REPLIES,
-               progress: Callable[[CutTrial], None] | None = None,
-               period: int = OUTPUT_PERIOD) -> list[CutTrial]:
+               progress: Callable[[CutTrial], None] | None = None, *,
+               period: int) -> list[CutTrial]:
     """Start a private PulseAudio server and measure `runs` random barge-ins through it, the
     speaker handed `period` frames per callback (`[audio] output_period`)."""
     rng = random.Random(seed)
@@ -178,7 +178,7 @@ def run_trials(tts: TextToSpeech, runs: int, seed: int, policy: HeardPolicy,
 
 
 @contextlib.contextmanager
-def speaker_on_private_pulse(part: str, rate: int, period: int = OUTPUT_PERIOD
+def speaker_on_private_pulse(part: str, rate: int, period: int
                              ) -> Iterator[tuple[pulse_rig.PulseServer, PyAudioSpeaker]]:
     """A private PulseAudio server whose speaker sink runs at `rate` (its monitor records the
     played samples bit for bit), this process its client, and the agent's own speaker open on

@@ -109,7 +109,8 @@ def screen_part(bench: Workbench, units: int) -> ScreenResult:
     from edge_agent.heard.truncation import HeardPolicy
 
     return run_screen(bench.voice(), conversation_settings(bench.config).memory, units,
-                      HeardPolicy(bench.config.heard.policy), bench.say)
+                      HeardPolicy(bench.config.heard.policy), bench.say,
+                      bench.config.audio.output_period)
 
 
 def stt_part(bench: Workbench, engines: Sequence[str], every: int) -> dict[str, Any]:

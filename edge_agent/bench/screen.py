@@ -131,12 +131,13 @@ class MonitorRecorder:
 
 
 def run_screen(tts: TextToSpeech, memory: MemorySettings, units: int, policy: HeardPolicy,
-               say: Callable[[str], None]) -> ScreenResult:
+               say: Callable[[str], None], period: int) -> ScreenResult:
     """Start a private PulseAudio server and measure `units` Piper units in each phase
-    (`memory`: the settings of the conversation memory the playback finalizes units into)."""
+    (`memory`: the settings of the conversation memory the playback finalizes units into;
+    `period`: the speaker's frames per callback, `[audio] output_period`)."""
     texts = [REPLIES[i % len(REPLIES)] for i in range(units)]
     audios = [(text, tts.synthesize(text)) for text in texts]
-    with speaker_on_private_pulse("screen", tts.sample_rate) as (pulse, speaker):
+    with speaker_on_private_pulse("screen", tts.sample_rate, period) as (pulse, speaker):
         recorder = MonitorRecorder(pulse.record_pipe(rate=tts.sample_rate,
                                                      latency_ms=RECORDER_MS))
         try:

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from edge_agent.audio.array import MicArray
-from edge_agent.audio.device import OUTPUT_PERIOD
 from edge_agent.audio.portaudio_start import PYAUDIO_ERRORS, native_stderr, open_pyaudio
 from edge_agent.audio.pyaudio_io import PyAudioMicrophone, find_device, open_stream
 from edge_agent.audio.realtime import AudioThreads, AudioThreadsState
@@ -84,7 +83,8 @@ def audio(context: Context, emit: Emit) -> None:
 
         guarded(emit, "audio devices", listing)
         guarded(emit, "audio output",
-                lambda: _output(pa, devices, config.audio.output_device, _voice_rate(config)))
+                lambda: _output(pa, devices, config.audio.output_device, _voice_rate(config),
+                                config.audio.output_period))
         threads = AudioThreads(config.audio.realtime_priority)
         guarded(emit, "audio input", lambda: _input(pa, devices, config.audio.input_device,
                                                    config.audio.mic_array(), threads))
@@ -160,7 +160,10 @@ def tone(rate: int) -> bytes:
     return bytes(np.round(wave * 32767).astype(np.int16).tobytes())
 
 
-def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int) -> CheckRecord:
+def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int,
+            period: int) -> CheckRecord:
+    """A tone through the output device, opened as the agent opens it (`period` frames a
+    callback: `[audio] output_period`)."""
     import pyaudio
 
     index, label = _find(pa, devices, wanted, output=True)
@@ -178,7 +181,7 @@ def _output(pa: Any, devices: list[dict[str, Any]], wanted: str, rate: int) -> C
         return chunk + bytes(frame_count * 2 - len(chunk)), pyaudio.paComplete
 
     stream = open_stream(pa, index, "output", format=pyaudio.paInt16, channels=1, rate=rate, output=True,
-                   output_device_index=index, frames_per_buffer=OUTPUT_PERIOD, stream_callback=fill)
+                   output_device_index=index, frames_per_buffer=period, stream_callback=fill)
     try:
         latency = float(stream.get_output_latency())
         done = finished.wait(TONE_S + STALL_S)
