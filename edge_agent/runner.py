@@ -185,7 +185,7 @@ async def run_demo(config: Config, call: CallScript, printer: Printer = print,
         said_into = VirtualMicrophone(
             clock, rate, echo_of=speaker, room=call.room, talk=others, responses=responses,
             wiring=None if array is None else (array.channels, array.input_channels))
-        mic = said_into if array is None else steered(config, array, said_into)
+        mic = said_into if array is None else steered(config, array, said_into, speaker)
         log = EventLog(clock)
         processing = microphone_processing(config, mic.sample_rate,
                                            speaker_audible=call.echo_gain > 0)
@@ -406,7 +406,7 @@ async def run_live(config: Config, stop: asyncio.Event, printer: Printer = print
         engines, names = loaded
         speaker = ResilientSpeaker(host, config.audio.output_device, engines.tts.sample_rate,
                                    clock, on_state, period=config.audio.output_period)
-        mic = device_mic if array is None else steered(config, array, device_mic)
+        mic = device_mic if array is None else steered(config, array, device_mic, speaker)
         log = EventLog(clock)
         logs.append(log)
         summarizer = await asyncio.to_thread(

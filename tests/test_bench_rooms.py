@@ -268,3 +268,39 @@ def test_bench_rooms_quick_on_the_real_engines(bench_quick: BenchRun) -> None:
     assert [s["talkers_db"] for s in result["listening"] if s["talkers_db"]] == [
         [-10.0, -10.0], [-10.0, -10.0], [-5.0, -5.0]]
     assert "ERLE, steady after 2 s (echo 1.0)" in bench_quick.done.stdout
+
+
+def test_each_cafe_with_people_talking_is_heard_at_every_moment_they_may_begin() -> None:
+    from edge_agent.bench.latency import QUESTIONS
+    from edge_agent.bench.rooms_arrays import SCENARIOS, SETUPS, TALKER_STARTS_S, measure_arrays
+
+    fake = FakeRoomCalls()
+    starts: list[float] = []
+
+    def calls(config: Config, call: Any) -> Any:
+        first = call.talkers[0].start if call.talkers else None
+        if first is not None:
+            starts.append(first)
+        # The first question misheard only where the people nearby begin 1.8 s in.
+        fake.heard = {QUESTIONS[0]: "What time"} if first == 1.8 else {}
+        return fake(config, call)
+
+    arrays = json.loads(json.dumps(measure_arrays(Config(), False, 2, 1, 1, lambda _: None,
+                                                  calls)))
+    cells = arrays["listening"]
+    assert len(cells) == len(SETUPS) * len(SCENARIOS)
+    talking = [cell for cell in cells if cell["talkers"]]
+    assert starts == list(TALKER_STARTS_S) * len(talking)
+    for cell in talking:
+        assert cell["talker_starts_s"] == list(TALKER_STARTS_S)
+        # "What time" for "What time do you open tomorrow?": 4 errors in the 6 + 8 words of
+        # the run from 1.8 s; the cell's WER is over every run's lines.
+        assert cell["wer_by_start_percent"] == [0.0, 0.0, 28.6, 0.0]
+        assert cell["wer_percent"] == 7.1
+        assert len(cell["lines"]) == 2 * len(TALKER_STARTS_S)
+    quiet = [cell for cell in cells if not cell["talkers"]]
+    assert all(cell["talker_starts_s"] == [0.0] for cell in quiet)
+    result = {**_result(FakeRoomCalls()), "arrays": arrays}
+    assert _errors(_document(result)) == []
+    printed = table(result)
+    assert "runs 0 / 0 / 28.6 / 0 %" in printed, printed

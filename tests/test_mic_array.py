@@ -13,8 +13,8 @@ import pytest
 
 from edge_agent.audio.array import PRESETS, SPEED_OF_SOUND, MicArray, direction, mic_array
 from edge_agent.audio.beamformer import (
-    BEAMFORMERS,
     FILTER_TAPS,
+    FIXED_DESIGNS,
     Beamformer,
     design_filters,
     response_db,
@@ -96,7 +96,7 @@ def test_an_array_that_cannot_be_listened_with_is_one_clear_error(audio: str, ke
     assert says in str(raised.value)
 
 
-@pytest.mark.parametrize("kind", BEAMFORMERS)
+@pytest.mark.parametrize("kind", FIXED_DESIGNS)
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_the_caller_in_the_look_direction_passes_unchanged(kind: str, preset: str) -> None:
     array = _preset(preset)

@@ -8,13 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge_agent.app.house import build_house
+from edge_agent.audio.adaptive_beamformer import build_beamformer
 from edge_agent.audio.array import MicArray
-from edge_agent.audio.beamformer import (
-    ArrayMicrophone,
-    BeamformedMicrophone,
-    Beamformer,
-    design_filters,
-)
+from edge_agent.audio.beamformer import ArrayMicrophone, BeamformedMicrophone
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.echo_cancel import (
     MicrophoneProcessing,
@@ -147,13 +143,15 @@ def microphone_processing(config: Config, mic_rate: int,
     return WebRtcProcessing(mic_rate, echo_cancellation=cancel, noise_suppression=suppress)
 
 
-def steered(config: Config, array: MicArray, mic: ArrayMicrophone) -> Microphone:
+def steered(config: Config, array: MicArray, mic: ArrayMicrophone, speaker: Speaker
+            ) -> Microphone:
     """The array's channels as the one channel the loop hears: the beamformer `[audio]` asks
-    for, toward the caller."""
+    for, toward the caller (an adaptive one keeps the agent's own voice out of what it
+    adapts to)."""
     audio = config.audio
-    filters = design_filters(array, mic.sample_rate, audio.look_azimuth_deg,
-                             audio.look_elevation_deg, audio.beamformer)
-    return BeamformedMicrophone(mic, Beamformer(array, filters))
+    return BeamformedMicrophone(mic, build_beamformer(
+        array, mic.sample_rate, audio.look_azimuth_deg, audio.look_elevation_deg,
+        audio.beamformer, speaker.played_frames))
 
 
 def build_conversation(config: Config, parts: ConversationParts, *, mic: Microphone,

@@ -193,9 +193,7 @@ def array_rows(arrays: dict[str, Any]) -> list[SummaryRow]:
     """Each microphone setup in the café: WER per scenario, interruptions, the beamformer's
     cost."""
     rows = [single(f"café WER, {entry['scenario']}: {entry['setup']}", "%",
-                   entry["wer_percent"], len(entry["lines"]),
-                   ARRAY_TARGETS.get((entry["setup"], entry["talkers"], entry["talkers_db"]),
-                                     ""))
+                   entry["wer_percent"], len(entry["lines"]), _by_start(entry))
             for entry in arrays["listening"]]
     for over in arrays["interruptions"]:
         rows += [single(f"café interruptions taken (echo {over['echo_gain']}): {over['setup']}",
@@ -212,6 +210,16 @@ def array_rows(arrays: dict[str, Any]) -> list[SummaryRow]:
                  single(f"latency added by the beamformer: {cost['setup']}", "ms",
                         cost["added_latency_ms"], 1, "measured; target <= 20 ms")]
     return rows
+
+
+def _by_start(entry: dict[str, Any]) -> str:
+    """The target of a café cell, and its runs' WER where the talkers began at several
+    moments."""
+    notes = [ARRAY_TARGETS.get((entry["setup"], entry["talkers"], entry["talkers_db"]), "")]
+    if len(entry["wer_by_start_percent"]) > 1:
+        notes.append("runs " + " / ".join(f"{w:g}" for w in entry["wer_by_start_percent"])
+                     + " %")
+    return "; ".join(n for n in notes if n)
 
 
 def _number(value: float | None) -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_agent.audio.beamformer import Beamformer, design_filters
+from edge_agent.audio.adaptive_beamformer import build_beamformer
 from edge_agent.audio.device import MIC_RATE
 from edge_agent.audio.echo_cancel import WebRtcProcessing
 from edge_agent.audio.pcm import fft_convolve
@@ -198,8 +198,7 @@ class Cafe:
         self._responses = render(layout, CAFE.reverb_ms, array.centred_m,
                                  [layout.talker_at(i, None) for i in range(len(TALKER_VOICES))],
                                  MIC_RATE)
-        self._filters = design_filters(array, MIC_RATE, audio.look_azimuth_deg,
-                                       audio.look_elevation_deg, audio.beamformer)
+        self._look = (audio.look_azimuth_deg, audio.look_elevation_deg, audio.beamformer)
 
     def heard(self, caller: np.ndarray, talkers: Sequence[np.ndarray], steered: bool
               ) -> np.ndarray:
@@ -212,7 +211,7 @@ class Cafe:
             mics += talking * level / (active_level(talking[:, 0]) or 1.0)
         if not steered:
             return mics[:, 0]
-        return Beamformer(self._array, self._filters).steer(mics)
+        return build_beamformer(self._array, MIC_RATE, *self._look).steer(mics)
 
 
 def _through(signal: np.ndarray, responses: np.ndarray) -> np.ndarray:

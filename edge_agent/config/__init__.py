@@ -76,10 +76,12 @@ class AudioConfig:
     priority, 1-99, so a busy machine cannot starve them (the kiosk unit allows it with
     LimitRTPRIO=; elsewhere where the system grants it, else they stay at normal priority
     and the agent says why); 0: never ask."""
-    beamformer: str = "superdirective"
-    """How the array listens toward the caller: "superdirective" (rejects voices from other
-    directions down to a few hundred Hz) or "delay-and-sum" (rejects uncorrelated noise, other
-    directions only at high frequencies); see `edge_agent.audio.beamformer`."""
+    beamformer: str = "adaptive"
+    """How the array listens toward the caller: "adaptive" (learns where the people who are not
+    the caller are and takes them out, while the agent is silent), "superdirective" (a fixed
+    beam: rejects voices from other directions down to a few hundred Hz) or "delay-and-sum"
+    (rejects uncorrelated noise, other directions only at high frequencies); see
+    `edge_agent.audio.adaptive_beamformer` and `edge_agent.audio.beamformer`."""
     look_azimuth_deg: float = 0.0
     """Where the person at the kiosk stands, seen from the array: degrees from the board's +y
     axis toward +x (0: straight in front along +y)."""

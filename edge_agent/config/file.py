@@ -14,8 +14,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from edge_agent.audio.adaptive_beamformer import BEAMFORMERS
 from edge_agent.audio.array import MAX_APERTURE_MM, ArrayError
-from edge_agent.audio.beamformer import BEAMFORMERS
 from edge_agent.audio.realtime import PRIORITY_RANGE
 from edge_agent.config import (
     SCREEN_TOKEN_MIN,
