@@ -33,7 +33,7 @@ def _resident() -> int | None:
 
 
 def _loaders(config: Config) -> dict[str, Callable[[], Any]]:
-    from edge_agent.app import load_recognizer, load_voice, resolve_models
+    from edge_agent.app import load_recognizer, load_voice, resolve_model
     from edge_agent.engines.llm.llama import open_llama
     from edge_agent.engines.turn_end import SmartTurn
     from edge_agent.engines.vad import SileroVad
@@ -44,7 +44,8 @@ def _loaders(config: Config) -> dict[str, Callable[[], Any]]:
     llm = config.llm
 
     def path(kind: str) -> Path:
-        return resolve_models(config, catalog, with_llm=kind == "llm")[kind]
+        # Only this engine's model: a missing one of another kind is that kind's own failure.
+        return resolve_model(config, kind, catalog)
 
     return {
         "vad": lambda: SileroVad(path("vad")),

@@ -100,14 +100,18 @@ def _write_config(tmp_path: Path, models: bool = True) -> Path:
     if not models:
         gone = tmp_path / "no-such-model"
         text = (f"[vad]\nmodel = {json.dumps(str(gone / 'vad.onnx'))}\n"
+                f"end_model = {json.dumps(str(gone / 'turn.onnx'))}\n"
                 f"[stt]\nengine = \"moonshine\"\nmoonshine_model = {json.dumps(str(gone / 'stt'))}\n"
                 f"[tts]\nvoice = {json.dumps(str(gone / 'voice.onnx'))}\n"
                 f"[llm]\nmodel = {json.dumps(str(gone / 'llm.gguf'))}\n")
     return write_config(tmp_path, text)
 
 
-def _report(stdout: str, stderr: str, code: int) -> str:
-    return f"exit {code}\nstdout:\n{stdout}\nstderr:\n{stderr[-3000:]}"
+def _report(stdout: str, stderr: str, code: int, server: pulse.PulseServer | None = None) -> str:
+    """What the doctor said, and the sound server's own log where it ran on one (a server
+    that dropped the doctor's connection says why there)."""
+    said = f"exit {code}\nstdout:\n{stdout}\nstderr:\n{stderr[-3000:]}"
+    return said + (f"\nPulseAudio's log:\n{server.log[-3000:]}" if server is not None else "")
 
 
 # -- audio, end to end -----------------------------------------------------------------------
@@ -140,7 +144,7 @@ def test_doctor_passes_on_the_virtual_devices(pulse_audio: pulse.PulseServer,
                            str(tmp_path / "doctor.json"))
     finally:
         pulse.stop(player)
-    report = _report(done.stdout, done.stderr, done.returncode)
+    report = _report(done.stdout, done.stderr, done.returncode, pulse_audio)
     assert done.returncode == 0, report
     assert "Traceback" not in done.stderr, report
     lines = _lines(done.stdout)
@@ -181,12 +185,15 @@ def test_a_silent_microphone_is_a_warning_not_a_failure(pulse_audio: pulse.Pulse
                                                         tmp_path: Path) -> None:
     """Nothing feeds the virtual microphone: every sample is 0, as from a muted mic."""
     done = _doctor(_write_config(tmp_path, models=False), pulse_audio.env)
-    report = _report(done.stdout, done.stderr, done.returncode)
+    report = _report(done.stdout, done.stderr, done.returncode, pulse_audio)
     lines = _lines(done.stdout)
     assert lines["audio input"].startswith("warn  "), report
     assert "digital silence" in lines["audio input"] and "Fix: unmute it" in lines["audio input"]
     assert lines["audio output"].startswith("ok    "), report
     assert done.returncode == 1, report  # the missing models fail; the silent mic does not
+    # Each model's line is about its own file (the end-of-turn check once failed on the VAD's
+    # and offered to reinstall the end-of-turn model's wheel).
+    assert "turn.onnx' is missing" in lines["model turn"] and "vad" not in lines["model turn"]
     assert "audio input" not in done.stderr, report
 
 

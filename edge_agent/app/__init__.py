@@ -19,6 +19,7 @@ from edge_agent.app.engines import (
     lan_server,
     load_recognizer,
     load_voice,
+    resolve_model,
     resolve_models,
 )
 from edge_agent.app.knowledge import grounding_settings, open_knowledge
@@ -49,6 +50,7 @@ __all__ = [
     "microphone_processing",
     "open_knowledge",
     "open_memory",
+    "resolve_model",
     "resolve_models",
     "steered",
     "sync_credentials",

@@ -170,17 +170,18 @@ def _recognizer(config: Config, model: Path, share: CpuShare | None = None
 
 def load_voice(config: Config, catalog: Catalog | None = None) -> PiperSpeech:
     """Only the configured Piper voice (for tools that need no other engine)."""
-    return _piper(config, _model_path(config, "tts", catalog))
+    return _piper(config, resolve_model(config, "tts", catalog))
 
 
 def load_recognizer(config: Config, catalog: Catalog | None = None) -> SpeechRecognizer:
     """Only the configured speech recognizer."""
     catalog = catalog or load_catalog(config.models_dir)
     with _fix_hint(config, catalog, "stt"):
-        return _recognizer(config, _model_path(config, "stt", catalog))
+        return _recognizer(config, resolve_model(config, "stt", catalog))
 
 
-def _model_path(config: Config, kind: str, catalog: Catalog | None) -> Path:
+def resolve_model(config: Config, kind: str, catalog: Catalog | None = None) -> Path:
+    """Only the configured model of `kind` (a missing one of another kind is no concern)."""
     catalog = catalog or load_catalog(config.models_dir)
-    [use] = [use for use in config.models_in_use(with_llm=False) if use.kind == kind]
+    [use] = [use for use in config.models_in_use() if use.kind == kind]
     return catalog.resolve(use.reference, use.kind, use.key, config.source)

@@ -22,15 +22,23 @@ reverberation/clip 0.5 and 300 ms/600 ms/clip 0.3; two far-end signals):
   talking throughout 6-20, but at a different lag block after block.
 
 Hence an echo path is found at ECHO_FOUND (12) and up with the peak at one delay (within 1 ms)
-two blocks in a row; a block is evidence of none under NO_ECHO (9), and only where the
-microphone is QUIET_NEAR (20 dB) under the far end: that bounds any echo passed through to -20
-dB under the agent whatever the statistic says, and keeps someone talking over the agent (under
-whom an echo may hide) from counting as no echo. The state starts UNKNOWN, where the cleaned
-signal is used (as it was from the first frame before this detector: the first reply in a loud
-room is never heard raw); after NO_ECHO_AFTER_S (0.75 s) of such evidence it is NONE and the
-microphone passes through (the same processing with no far end: WebRTC's high-pass filter, and
-noise suppression if asked for, at the same lag). An echo found switches to the cleaned signal
-at once; it is dropped only after ECHO_GONE_AFTER_S (15 s) of quiet far-end blocks without it.
+two blocks in a row, and, to be first found, still over NO_ECHO at that delay with the block
+that carries most of it left out. Without that, a caller in the agent's own voice (the same
+Piper voice, "Okay." then "Wait, stop." over a reply, no echo path) was taken for an echo at 26
+of 240 placements: the likeness lies in the one or two blocks holding the caller's words, and a
+block that dominates the sum keeps its peak "steady" for as long as it is summed; the canceller
+then swallowed the "Wait, stop.". With it: 0 of 240; a real echo is found as soon as before
+alone (0.5 s at 40 ms, 0.75 s at 300 ms), later (up to 2-3.5 s, cleaned meanwhile) while a
+caller talks over a weak (gain 0.1) one. A block is evidence of none under NO_ECHO (9), and only
+where the microphone is QUIET_NEAR (20 dB) under the far end: that bounds any echo passed
+through to -20 dB under the agent whatever the statistic says, and keeps someone talking over
+the agent (under whom an echo may hide) from counting as no echo. The state starts UNKNOWN,
+where the cleaned signal is used (as it was from the first frame before this detector: the first
+reply in a loud room is never heard raw); after NO_ECHO_AFTER_S (0.75 s) of such evidence it is
+NONE and the microphone passes through (the same processing with no far end: WebRTC's high-pass
+filter, and noise suppression if asked for, at the same lag). An echo found switches to the
+cleaned signal at once; it is dropped only after ECHO_GONE_AFTER_S (15 s) of quiet far-end
+blocks without it.
 
 Measured through the canceller (tests/test_echo_path.py, the rooms above, 16 kHz):
 - echo 0.3 and 1.0: found 0.5-1.0 s into the agent's speech (0 ms of it heard raw: undecided is
@@ -83,6 +91,9 @@ NO_ECHO_AFTER_S = 0.75
 """Far-end activity with no echo found before the microphone passes through."""
 ECHO_GONE_AFTER_S = 15.0
 """Far-end activity without the echo before a found echo path is taken as gone."""
+HINGE_BLOCKS = 1
+"""An echo path is first found only where its peak holds (over NO_ECHO, at the same delay)
+with the block that carries most of it left out: a chance likeness must not hinge on it."""
 QUIET_NEAR = 0.1
 """A block is evidence of no echo only where the microphone is this much under the far end
 (-20 dB, RMS): louder, someone is talking over it (an echo 12 dB under a caller scored 4-7),
@@ -144,18 +155,13 @@ class EchoPathDetector:
         peak's delay in ms."""
         return self._score(self._all)
 
-    def _score(self, blocks: _SummedBlocks) -> tuple[float, float]:
-        if not blocks.cross:
+    def _score(self, blocks: _SummedBlocks,
+               without: frozenset[int] = frozenset()) -> tuple[float, float]:
+        kept = [i for i in range(len(blocks.cross)) if i not in without]
+        weights = self._weights(blocks, kept)
+        if weights is None:
             return 0.0, 0.0
-        summed = np.sum(np.stack(list(blocks.cross)), axis=0)
-        # Each frequency weighed by both sides' power (SCOT): the summed cross spectrum over
-        # it is their coherence, so bins where the echo is buried in noise count for little.
-        magnitude = np.sqrt(np.sum(np.stack(list(blocks.near_power)), axis=0)
-                            * np.sum(np.stack(list(blocks.far_power)), axis=0))
-        floor = 1e-3 * float(np.mean(magnitude[self._band]))
-        if floor <= 0:
-            return 0.0, 0.0  # the microphone is digital silence
-        weights = np.where(self._band, 1.0 / np.maximum(magnitude, floor), 0.0)
+        summed = np.sum(np.stack([blocks.cross[i] for i in kept]), axis=0)
         correlation = np.fft.irfft(summed * weights, self._fft_size)
         # correlation[k]: near[j] against far[j - k] in the windows; echo delay d is
         # k = d - late (the near block ends `early` before the far window does).
@@ -164,6 +170,41 @@ class EchoPathDetector:
         rms = float(np.sqrt(np.mean(lags ** 2)))
         delay_ms = (peak - self._early) * 1000 / self.sample_rate
         return float(np.abs(lags[peak])) / rms, delay_ms
+
+    def _weights(self, blocks: _SummedBlocks, kept: list[int]) -> np.ndarray | None:
+        """Each frequency weighed by both sides' power (SCOT): the summed cross spectrum over
+        it is their coherence, so bins where the echo is buried in noise count for little.
+        None where there is nothing to weigh (no block, or a digitally silent microphone)."""
+        if not kept:
+            return None
+        magnitude = np.sqrt(np.sum(np.stack([blocks.near_power[i] for i in kept]), axis=0)
+                            * np.sum(np.stack([blocks.far_power[i] for i in kept]), axis=0))
+        floor = 1e-3 * float(np.mean(magnitude[self._band]))
+        if floor <= 0:
+            return None
+        return np.where(self._band, 1.0 / np.maximum(magnitude, floor), 0.0)
+
+    def _spread_over_blocks(self, blocks: _SummedBlocks, delay_ms: float) -> bool:
+        """Whether the peak at `delay_ms` holds with the HINGE_BLOCKS block(s) that carry most
+        of it left out. An echo is in every block the far end plays in; a chance likeness of a
+        caller's voice to the agent's (measured with the same Piper voice on both sides: an
+        "Okay." and a "Wait, stop." said over a reply) lies in the one or two blocks that
+        hold the caller's words, and dominates the sum, so keeps its peak "steady", for as
+        long as they are summed."""
+        kept = list(range(len(blocks.cross)))
+        weights = self._weights(blocks, kept)
+        if weights is None or len(kept) <= HINGE_BLOCKS:
+            return False
+        # Each block's share of the correlation at that lag: irfft's sum at one index.
+        lag = (round(delay_ms * self.sample_rate / 1000) - self._late) % self._fft_size
+        bins = np.arange(len(weights))
+        basis = np.exp(2j * np.pi * bins * lag / self._fft_size)
+        basis[1:-1] *= 2  # the bins an rfft leaves out, as conjugates
+        shares = np.real(np.stack(list(blocks.cross)) @ (weights * basis))
+        sign = np.sign(np.sum(shares))
+        carriers = frozenset(int(i) for i in np.argsort(-sign * shares)[:HINGE_BLOCKS])
+        score, delay = self._score(blocks, without=carriers)
+        return score >= NO_ECHO and abs(delay - delay_ms) <= STEADY_PEAK_MS
 
     def _judge_block(self) -> None:
         near = self._near[:self._block]  # the last `early` samples wait for their far end
@@ -177,14 +218,16 @@ class EchoPathDetector:
         for blocks in (self._all, self._quiet) if quiet else (self._all,):
             blocks.add(near_spectrum, far_spectrum)
         score, delay_ms = self.statistic()
+        evidence = self._all
         quiet_score, quiet_delay_ms = self._score(self._quiet)
         if quiet_score > score:
-            score, delay_ms = quiet_score, quiet_delay_ms
+            score, delay_ms, evidence = quiet_score, quiet_delay_ms, self._quiet
         # An echo peaks at the same delay block after block; a chance peak wanders.
         steady = (self._last_peak_ms is not None
                   and abs(delay_ms - self._last_peak_ms) <= STEADY_PEAK_MS)
         self._last_peak_ms = delay_ms if score >= NO_ECHO else None
-        if score >= ECHO_FOUND and steady:
+        if score >= ECHO_FOUND and steady and (self.state is EchoPath.HEARD
+                                               or self._spread_over_blocks(evidence, delay_ms)):
             self._quiet_s = 0.0
             self.delay_ms = delay_ms
             if self.state is not EchoPath.HEARD:

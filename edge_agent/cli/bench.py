@@ -415,7 +415,7 @@ def _lan(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]
 
 
 def _wake(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from edge_agent.app import resolve_models
+    from edge_agent.app import resolve_model
     from edge_agent.bench.wake import WAKE_MODELS, run_wake, table
     from edge_agent.engines.tts import make_voice_repeatable
     from edge_agent.engines.vad import SileroVad
@@ -430,7 +430,7 @@ def _wake(config: Config, args: argparse.Namespace) -> tuple[dict[str, Any], str
                                                              config.source))
                  for name in WAKE_MODELS}
     bench = _workbench(config)
-    vad = SileroVad(resolve_models(config, catalog, with_llm=False)["vad"])
+    vad = SileroVad(resolve_model(config, "vad", catalog))
     print(f"edge-agent bench wake: {', '.join(WAKE_MODELS)}; {minutes} min of room speech "
           f"(seed {args.seed})", flush=True)
     result = run_wake(bench.voice(), detectors, vad, (config.stt_engine, bench.recognizer()),
