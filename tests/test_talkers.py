@@ -210,3 +210,20 @@ def test_a_phrases_falling_last_words_stay_in_but_do_not_reopen_the_gate() -> No
     assert not any(_through(gate, _tone(1.0, -28.0), speaking=True)[-10:])  # a pause: shut
     # Shut, the same level does not open it again: only the threshold does.
     assert not any(_through(gate, _tone(0.5, -23.0), speaking=True))
+
+
+def test_people_who_begin_as_the_caller_speaks_are_shut_out_and_never_become_the_caller() -> None:
+    """The café's worst start: nothing was heard before the caller (digital silence), and two
+    people nearby begin as the caller's question ends, so the VAD hears the utterance go on.
+    Before, the room's level climbed from the silence (in dB, from -120) and its cap held the
+    threshold at the floor for ~6.5 s, and the near level learned the bystanders' level from
+    the frames it let through (-15 -> -20 dB): the first turn ran on with their sentences."""
+    gate = LevelGate(SETTINGS, RATE)
+    _through(gate, np.zeros(RATE // 2), speaking=False)
+    assert gate.room_level_db == SETTINGS.floor_db - SETTINGS.margin_db
+    _through(gate, _tone(1.0, -15.0), speaking=True)  # the caller's question
+    behind = _through(gate, _tone(8.0, -27.0), speaking=True)  # the people nearby
+    shut = behind.index(False) * FRAME / RATE
+    assert shut <= 5.5 and not any(behind[behind.index(False):])
+    # Let through while the room's level caught up, they did not teach the gate their level.
+    assert gate.near_level_db is not None and abs(gate.near_level_db - (-15.0)) < 1.0
