@@ -136,6 +136,7 @@ def test_while_nothing_plays_nothing_is_decided() -> None:
     assert detector.state is EchoPath.UNKNOWN
 
 
+@pytest.mark.models
 def test_a_caller_in_the_agents_own_voice_over_its_reply_is_never_taken_for_an_echo(
         piper) -> None:  # type: ignore[no-untyped-def]
     """No echo path (a headset, the PulseAudio rig); the caller speaks over the agent's reply
