@@ -164,8 +164,9 @@ def test_a_caller_in_the_agents_own_voice_over_its_reply_is_never_taken_for_an_e
         at += len(okay) + int(rng.uniform(0.3, 1.5) * RATE)
         near[at:at + len(stop)] = stop * rng.choice([0.3, 1.0])
         detector = EchoPathDetector(RATE)
-        for at in range(0, len(far) - FRAME + 1, FRAME):
-            detector.push(pcm(near[at:at + FRAME]).tobytes(), pcm(far[at:at + FRAME]).tobytes())
+        for frame in range(0, len(far) - FRAME + 1, FRAME):
+            detector.push(pcm(near[frame:frame + FRAME]).tobytes(),
+                          pcm(far[frame:frame + FRAME]).tobytes())
         if detector.state is EchoPath.HEARD:
             found.append((round(start, 2), detector.delay_ms))
     assert not found

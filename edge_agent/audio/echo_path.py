@@ -191,9 +191,10 @@ class EchoPathDetector:
         "Okay." and a "Wait, stop." said over a reply) lies in the one or two blocks that
         hold the caller's words, and dominates the sum, so keeps its peak "steady", for as
         long as they are summed."""
-        kept = list(range(len(blocks.cross)))
-        weights = self._weights(blocks, kept)
-        if weights is None or len(kept) <= HINGE_BLOCKS:
+        if len(blocks.cross) <= HINGE_BLOCKS:
+            return False
+        weights = self._weights(blocks, list(range(len(blocks.cross))))
+        if weights is None:
             return False
         # Each block's share of the correlation at that lag: irfft's sum at one index.
         lag = (round(delay_ms * self.sample_rate / 1000) - self._late) % self._fft_size
