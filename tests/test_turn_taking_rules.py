@@ -62,6 +62,19 @@ def test_when_to_ask_the_recognizer(speech_ms: float, asked_at: float | None,
     assert taker().wants_words(speech_ms, asked_at) is expected
 
 
+@pytest.mark.parametrize(("speech_ms", "asked_at", "took_ms", "expected"), [
+    (296, 200, 30, True),      # a quick answer: recheck_ms (96) later, as before
+    (360, 200, 100, False),    # an answer that took 100 ms: not before 200 ms more speech
+    (400, 200, 100, True),
+    (3000, 2600, 250, False),  # a long echo's readings: 500 ms apart
+    (3100, 2600, 250, True),
+    (2510, 2400, 250, True),   # just long enough to force: at once, whatever it costs
+])
+def test_the_recognizer_is_asked_no_more_often_than_it_can_answer(
+        speech_ms: float, asked_at: float, took_ms: float, expected: bool) -> None:
+    assert taker().wants_words(speech_ms, asked_at, took_ms) is expected
+
+
 @pytest.mark.parametrize(("evidence", "expected"), [
     (ev(150, "wait stop"), Judgement.WAIT),                       # too short
     (ev(300, "Wait,", sound=HUM), Judgement.BARGE_IN),            # opens with a stop word

@@ -103,7 +103,7 @@ class Conversation:
             turn_taking=TurnTaking(settings.turns, classifier or LexiconClassifier(),
                                    echo or EchoFilter()),
             responder=self._responder, log=log, stt_thread=self._stt_thread,
-            partial=engines.stt.partial)
+            partial=engines.stt.partial, clock=self._clock)
         self._talk = TalkButton() if settings.push_to_talk else None
         self._recognition = Recognition(
             stt=engines.stt, stt_thread=self._stt_thread, endpoint=settings.endpoint,

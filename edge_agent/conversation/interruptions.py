@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from edge_agent.audio.device import Speaker
+from edge_agent.clock import Clock
 from edge_agent.conversation.overlap import OverlapAudio
 from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.turn_taking import Judgement, Onset, Outcome, TurnTaking
@@ -32,8 +33,10 @@ class Interruptions:
 
     def __init__(self, *, speaker: Speaker, mic_rate: int, turn_taking: TurnTaking,
                  responder: Responder, log: EventLog, stt_thread: Owner,
-                 partial: Callable[[], str]) -> None:
-        """`partial`: the recognizer's words so far (run on `stt_thread`)."""
+                 partial: Callable[[], str], clock: Clock) -> None:
+        """`partial`: the recognizer's words so far (run on `stt_thread`); `clock` times its
+        answers (`TurnTaking.wants_words`)."""
+        self._clock = clock
         self._speaker = speaker
         self._mic_rate = mic_rate
         self._turn_taking = turn_taking
@@ -62,12 +65,14 @@ class Interruptions:
         recognizer is asked again as soon as it answers)."""
         asking = overlap.asking
         if asking is None:
-            if self._turn_taking.wants_words(speech_ms, overlap.words_at_ms):
+            if self._turn_taking.wants_words(speech_ms, overlap.words_at_ms, overlap.took_ms):
                 overlap.words_at_ms = speech_ms
+                overlap.asked_at = self._clock.now()
                 overlap.asking = asyncio.ensure_future(self._stt_thread.call(self._partial))
             return False
         if not asking.done():
             return False
+        overlap.took_ms = 1000 * (self._clock.now() - overlap.asked_at)
         overlap.words, overlap.asking = asking.result(), None
         evidence = overlap.evidence(speech_ms, overlap.words, self._responder.recent_units())
         return self._turn_taking.during(evidence) is Judgement.BARGE_IN

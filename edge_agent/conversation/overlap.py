@@ -45,6 +45,10 @@ class OverlapAudio:
         """Speech length when the recognizer was last asked (None: never)."""
         self.asking: asyncio.Future[str] | None = None
         """The recognizer's answer, while it is being worked out."""
+        self.asked_at = 0.0
+        """Clock time of the last ask."""
+        self.took_ms = 0.0
+        """How long the last answer took to come (ms, from the ask to the loop taking it)."""
 
     def add(self, frame: bytes) -> None:
         self.mic.extend(frame)

@@ -14,6 +14,7 @@ from edge_agent.conversation.endpoint import EndpointRules, silence_needed
 from edge_agent.conversation.push_to_talk import TalkButton
 from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
+from edge_agent.conversation.turn_taking import KEEP_UP
 from edge_agent.conversation.utterance import Utterance
 from edge_agent.engines.base import SpeechRecognizer
 from edge_agent.events import EventLog, SpeculationCancelled, TurnStage
@@ -70,18 +71,23 @@ class Recognition:
 
     def _read_words_now_and_then(self, utterance: Utterance, samples: int) -> None:
         """For the screen, the caller's words so far, read every `words_every_ms` of speech
-        in the background (the loop takes the next frame meanwhile), one reading at a time."""
-        every_ms = self._words_every_ms
-        if not every_ms or not utterance.callers:
+        (or `KEEP_UP` times what the last reading took, if longer: a long utterance's reading
+        holds the loop's frames as an overlap's does) in the background (the loop takes the
+        next frame meanwhile), one reading at a time."""
+        if not self._words_every_ms or not utterance.callers:
             return
         utterance.samples_since_reading += samples
+        every_ms = max(self._words_every_ms, KEEP_UP * utterance.reading_took_ms)
         if (utterance.samples_since_reading * 1000 < every_ms * self._mic_rate
                 or (utterance.reading is not None and not utterance.reading.done())):
             return
         utterance.samples_since_reading = 0
+        clock = self._log.clock
 
         async def read() -> None:
+            asked_at = clock.now()
             words = await self._stt_thread.call(self._stt.partial)
+            utterance.reading_took_ms = 1000 * (clock.now() - asked_at)
             utterance.said_so_far = words.strip()
 
         utterance.reading = asyncio.create_task(read(), name="caller-words")

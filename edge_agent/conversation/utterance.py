@@ -39,6 +39,8 @@ class Utterance:
     """A reading of the words for the screen, running or done."""
     samples_since_reading: int = 0
     """Speech samples heard since that reading was asked."""
+    reading_took_ms: float = 0.0
+    """How long the last reading took to come (ms)."""
     woke: bool = False
     """It began with the wake word that opened the session: its words are what followed the
     word (nothing: the wake word alone, which the greeting answers)."""
