@@ -82,8 +82,8 @@ interruption over a loudspeaker (the PulseAudio rig, echo 6 dB down) had failed 
 in two full test runs; what failed then was the agent's own echo split into pieces by the gate
 (it is a quieter talker than the caller) while the loop ran seconds behind the microphone: each
 undecided overlap asked the recognizer for its words every 96 ms of speech, each answer taking
-100-270 ms and holding the loop's next frame (`turn_taking.KEEP_UP` now spaces the asks by what
-they cost), so the next piece was compared with words played seconds later and taken for a
+100-270 ms and holding the loop's next frame (`turn_taking.KEEP_UP` now spaces an echo's asks
+by what they cost), so the next piece was compared with words played seconds later and taken for a
 barge-in. Measured with the gate on and off (`bench rooms`' café, no one else talking, 8
 questions; 8 interruptions at echo 1.0 on each of three seeds, plus traced runs): quiet-room WER
 2.1 % either way with one microphone, 0.0 % with the 4-mic beam; every interruption taken either
