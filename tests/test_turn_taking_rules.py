@@ -69,7 +69,7 @@ def test_when_to_ask_the_recognizer(speech_ms: float, asked_at: float | None,
     (3000, 2600, 250, False),  # a long echo's readings, 250 ms each: 500 ms of speech apart
     (3100, 2600, 250, True),
 ])
-def test_the_recognizer_is_asked_no_more_often_than_it_can_answer(
+def test_past_the_force_point_the_recognizer_is_asked_no_more_often_than_it_answers(
         speech_ms: float, asked_at: float, took_ms: float, expected: bool) -> None:
     assert taker().wants_words(speech_ms, asked_at, took_ms) is expected
 
