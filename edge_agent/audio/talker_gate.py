@@ -282,12 +282,18 @@ class LevelGate:
             self._utterance_samples = 0
         self._utterance_samples += len(frame) // 2
         level = self._smoothed_level(frame)
-        if self._of_the_room(level, speaking):
+        of_the_room = self._of_the_room(level, speaking)
+        if of_the_room:
             self._hear_room(level, len(frame) // 2)
         if level >= self._needed_db(speaking):
             self._quiet_for = 0
             if speaking:
-                if self._is_near_talkers(level):
+                # A frame of the room that passed (by the room's cap: a quiet word in a quiet
+                # room; or the open gate's hysteresis) is not the near talker's level: people
+                # nearby let through while the room's level caught up with them taught it
+                # theirs (-15.5 -> -21.9 dBFS in 7 s in `bench rooms`' café) and so kept
+                # themselves in.
+                if not of_the_room:
                     self._learn(level)
                 self._note_takeover()
         else:
@@ -307,20 +313,11 @@ class LevelGate:
     def _of_the_room(self, level: float, speaking: bool) -> bool:
         """Whether a frame is the room's: outside utterances while nobody is known, else
         anything well under the near talker (their quietest words count too, briefly: a dB
-        average over seconds barely moves for them)."""
+        average over seconds barely moves for them). Only frames that are not the room's teach
+        the near talker's level."""
         if self.near_level_db is None:
             return not speaking
         return level < self.near_level_db - self._settings.margin_db
-
-    def _is_near_talkers(self, level: float) -> bool:
-        """Whether a frame that passed may teach the near talker's level: nobody is known yet,
-        or it is within the margin of them. Quieter frames pass by the room's cap (a quiet
-        word in a quiet room) or the open gate's hysteresis, but are not the near talker's
-        level: people nearby let through while the room's level caught up with them taught
-        it theirs (-15.5 -> -21.9 dBFS in 7 s in `bench rooms`' café) and so kept
-        themselves in."""
-        near = self.near_level_db
-        return near is None or level >= near - self._settings.margin_db
 
     def _hear_room(self, level: float, samples: int) -> None:
         room = self.room_level_db

@@ -135,7 +135,7 @@ def measure_arrays(config: Config, quick: bool, lines: int, interruptions: int, 
                     f"{f', from {start:g} s' if talkers else ''}, {setup.name}")
                 call = questions_call(CAFE, questions, SHORT_REPLY,
                                       cafe_talkers(talkers, level, start))
-                record = calls(room_config(setup.config(config), "off"), call)
+                record = calls(room_config(setup.config(config)), call)
                 outcomes = line_outcomes(call, record_events(record))
                 say(f"  WER {wer_percent(outcomes)} %")
                 runs.append((start, outcomes, len(call.lines) - len(outcomes)))
@@ -164,7 +164,7 @@ def _interruptions(setup: ArraySetup, config: Config, count: int, rng: random.Ra
     say(f"{count} interruptions at echo {INTERRUPTION_ECHO} in the café, {setup.name}")
     room = dataclasses.replace(CAFE, echo_gain=INTERRUPTION_ECHO)
     call = interruption_call(room, QUESTIONS, texts, cues, REPLY, SHORT_REPLY)
-    record = calls(room_config(setup.config(config), "off"), call)
+    record = calls(room_config(setup.config(config)), call)
     outcomes = [o for o in line_outcomes(call, record_events(record))
                 if o.kind == "interruption"]
     taken = [o for o in outcomes if o.taken]

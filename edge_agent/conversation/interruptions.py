@@ -61,8 +61,8 @@ class Interruptions:
 
         The recognizer is asked for the words in the background (a whole-segment recognizer
         takes tens of milliseconds), so the loop keeps taking frames in real time; the overlap
-        is judged each time new words arrive (once it is long enough to force a barge-in, the
-        recognizer is asked again as soon as it answers)."""
+        is judged each time new words arrive (when to ask again: `TurnTaking.wants_words`, timed
+        by how long the last answer took to come)."""
         asking = overlap.asking
         if asking is None:
             if self._turn_taking.wants_words(speech_ms, overlap.words_at_ms, overlap.took_ms):

@@ -14,7 +14,7 @@ from edge_agent.conversation.endpoint import EndpointRules, silence_needed
 from edge_agent.conversation.push_to_talk import TalkButton
 from edge_agent.conversation.replies import Responder
 from edge_agent.conversation.sound_verdict import SoundVerdicts, verdict
-from edge_agent.conversation.turn_taking import KEEP_UP
+from edge_agent.conversation.turn_taking import kept_up_ms
 from edge_agent.conversation.utterance import Utterance
 from edge_agent.engines.base import SpeechRecognizer
 from edge_agent.events import EventLog, SpeculationCancelled, TurnStage
@@ -77,7 +77,7 @@ class Recognition:
         if not self._words_every_ms or not utterance.callers:
             return
         utterance.samples_since_reading += samples
-        every_ms = max(self._words_every_ms, KEEP_UP * utterance.reading_took_ms)
+        every_ms = kept_up_ms(self._words_every_ms, utterance.reading_took_ms)
         if (utterance.samples_since_reading * 1000 < every_ms * self._mic_rate
                 or (utterance.reading is not None and not utterance.reading.done())):
             return

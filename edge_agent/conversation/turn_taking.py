@@ -103,6 +103,12 @@ decided one 150 ms later under load (and made the decision depend on the machine
 a replay on the virtual clock, where engines take no time, decided otherwise)."""
 
 
+def kept_up_ms(every_ms: float, took_ms: float) -> float:
+    """Speech to wait for between two readings of the words that come every `every_ms` and
+    took `took_ms` the last time: never less than `KEEP_UP` times what a reading costs."""
+    return max(every_ms, KEEP_UP * took_ms)
+
+
 class TurnTaking:
     def __init__(self, rules: TurnRules, classifier: BackchannelClassifier,
                  echo: EchoFilter) -> None:
@@ -137,7 +143,7 @@ class TurnTaking:
             return True
         if speech_ms < rules.barge_in_force_ms:
             return speech_ms - words_at_ms >= rules.recheck_ms
-        return speech_ms - words_at_ms >= max(rules.recheck_ms, KEEP_UP * took_ms)
+        return speech_ms - words_at_ms >= kept_up_ms(rules.recheck_ms, took_ms)
 
     def during(self, evidence: OverlapEvidence) -> Judgement:
         """The overlap goes on: barge in now, or wait for more."""
