@@ -77,9 +77,9 @@ moments through (20 / 44, turns of their own); per-frame levels let 3 % of their
 through; handing the recognizer ungated frames until 500 ms of quiet added their words after
 the caller's (20-25 / 44).
 
-On by default since 7 Dec 2026 ([audio] talker_gate = "off" for a headset). Before, an
-interruption over a loudspeaker (the PulseAudio rig, echo 6 dB down) had failed with it twice
-in two full test runs; what failed then was the agent's own echo split into pieces by the gate
+Off by default for now ([audio] talker_gate = "level" turns it on). An interruption over a
+loudspeaker (the PulseAudio rig, echo 6 dB down) had failed with it on twice in two full test
+runs; one cause found on 7 Dec 2026 was the agent's own echo split into pieces by the gate
 (it is a quieter talker than the caller) while the loop ran seconds behind the microphone: each
 undecided overlap asked the recognizer for its words every 96 ms of speech, each answer taking
 100-270 ms and holding the loop's next frame (`turn_taking.KEEP_UP` now spaces an echo's asks
@@ -92,6 +92,10 @@ way with one microphone, 4-mic +~8 ms (175 vs 167); what the gate costs is the f
 interruption a little more often over the agent's voice, where the canceller's double-talk
 suppression already takes it (one microphone: stops over 0.7 s 7 of 40 on, 4 of 32 off; words
 wrong over the agent 21 vs 18 %). Without it, a turn never ends while people talk nearby.
+Turned on by default after that fix, the same PulseAudio test then failed once in four full
+runs: the agent cut its reply on its own echo, which came through the canceller ("barge-in on
+'I'm fine.'" 2.4 s into the reply). Not yet traced; a candidate: the overlap's echo score is
+computed on the gated frames, which correlate less with what was played than the ungated.
 `floor_db` is the installer's knob for a kiosk whose callers are always far
 louder than its room: between the two (-21 dBFS for the simulator's two talkers), background
 speech alone opens no turn at all.

@@ -9,8 +9,8 @@ kiosk (its preset or positions, the default beamformer, looking at where the cal
   (taken, onset -> playback stopped), through the beamformer and the echo canceller after it;
 - the beamformer's CPU per second of audio and the latency it adds, measured on its output.
 
-Every setup runs with the config's `[audio] talker_gate` ("level" by default: one microphone
-needs it with people talking nearby, without it the first turn never ends).
+Every setup runs with `[audio] talker_gate = "level"`: one microphone needs it with people
+talking nearby (without it the first turn never ends), and it is what a venue would set.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ CAFE = Room(echo_gain=0.3, delay_ms=40.0, reverb_ms=400.0, clip=0.5, seed=1,
 nearby at the room's spots for talkers (`room_acoustics.TALKER_SPOTS_M`)."""
 INTERRUPTION_ECHO = 1.0
 SHORT_REPLY = "Sure, one moment."
+GATE = "level"
 CPU_AUDIO_S = 60.0
 """Seconds of array audio the beamformer's CPU is measured on."""
 
@@ -135,7 +136,7 @@ def measure_arrays(config: Config, quick: bool, lines: int, interruptions: int, 
                     f"{f', from {start:g} s' if talkers else ''}, {setup.name}")
                 call = questions_call(CAFE, questions, SHORT_REPLY,
                                       cafe_talkers(talkers, level, start))
-                record = calls(room_config(setup.config(config)), call)
+                record = calls(room_config(setup.config(config), "off", GATE), call)
                 outcomes = line_outcomes(call, record_events(record))
                 say(f"  WER {wer_percent(outcomes)} %")
                 runs.append((start, outcomes, len(call.lines) - len(outcomes)))
@@ -151,7 +152,7 @@ def measure_arrays(config: Config, quick: bool, lines: int, interruptions: int, 
     over = [_interruptions(setup, config, interruptions, rng, say, calls)
             for setup in setups if not quick or setup.is_array]
     return {"room": {"size_m": list(CAFE.layout.size_m) if CAFE.layout else [],
-                     "reverb_ms": CAFE.reverb_ms, "talker_gate": config.audio.talker_gate},
+                     "reverb_ms": CAFE.reverb_ms, "talker_gate": GATE},
             "listening": listening, "interruptions": over,
             "beamformers": [beamformer_cost(setup, config) for setup in setups
                             if setup.is_array]}
@@ -164,7 +165,7 @@ def _interruptions(setup: ArraySetup, config: Config, count: int, rng: random.Ra
     say(f"{count} interruptions at echo {INTERRUPTION_ECHO} in the café, {setup.name}")
     room = dataclasses.replace(CAFE, echo_gain=INTERRUPTION_ECHO)
     call = interruption_call(room, QUESTIONS, texts, cues, REPLY, SHORT_REPLY)
-    record = calls(room_config(setup.config(config)), call)
+    record = calls(room_config(setup.config(config), "off", GATE), call)
     outcomes = [o for o in line_outcomes(call, record_events(record))
                 if o.kind == "interruption"]
     taken = [o for o in outcomes if o.taken]

@@ -40,12 +40,13 @@ class AudioConfig:
     the same module as the echo canceller): "auto" (off: measured, it does not lower the
     recognizer's WER at a fan's or a street's level; see `NOISE_SUPPRESSION_AUTO`), "on" (a
     very loud room, ~6 dB below the caller's voice) or "off"."""
-    talker_gate: str = "level"
+    talker_gate: str = "off"
     """Keep other people's voices out by level: "level" (speech well below the person at the
     kiosk is someone else in the room: it opens no turn and does not keep one open; see
     `edge_agent.audio.talker_gate`; in a quiet room it mutes nothing of the caller's) or
-    "off" (a headset, or a room where nobody else ever talks: without it, people talking
-    nearby keep a turn open as long as they talk)."""
+    "off" (the default: with it on, the agent once cut its reply on its own echo over a
+    loudspeaker in 1 of 4 full test runs; without it, people talking nearby keep a turn open
+    as long as they talk)."""
     talker_margin_db: float = 6.0
     """How far below the near talker's level speech still counts as theirs (dB), and how far
     above the room's it must be: 6 keeps out two talkers 10 dB down; at 8 their loudest
