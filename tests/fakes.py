@@ -108,6 +108,29 @@ class FakeVad:
         pass
 
 
+class PiecesGate:
+    """The talker gate (`edge_agent.audio.talker_gate.TalkerGate`): inside an utterance it lets
+    one frame in `every` through and mutes the rest, as a level gate does to a voice near its
+    threshold (the agent's echo left by a canceller); outside utterances everything passes."""
+
+    def __init__(self, every: int) -> None:
+        self._every = every
+        self._frames = 0
+
+    def admit(self, frame: bytes, speaking: bool) -> bytes:
+        if not speaking:
+            self._frames = 0
+            return frame
+        self._frames += 1
+        return frame if self._frames % self._every == 1 else bytes(len(frame))
+
+    def forget(self) -> None:
+        pass
+
+    def took_over(self) -> bool:
+        return False
+
+
 class FakeRecognizer:
     """Returns the scripted transcripts in order, one per utterance; while an utterance is fed,
     `partial` reveals its words one per `word_seconds` of audio (or, with `partials`, says the

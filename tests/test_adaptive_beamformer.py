@@ -12,7 +12,13 @@ import pytest
 from edge_agent.audio import adaptive_beamformer as adaptive
 from edge_agent.audio.adaptive_beamformer import AdaptiveBeamformer, build_beamformer
 from edge_agent.audio.array import MicArray, mic_array
-from edge_agent.audio.beamformer import FILTER_TAPS, Beamformer, design_filters, response_db
+from edge_agent.audio.beamformer import (
+    FILTER_TAPS,
+    Beamformer,
+    Look,
+    design_filters,
+    response_db,
+)
 from edge_agent.audio.room_acoustics import RoomLayout, render
 from edge_agent.config.file import parse_config
 from edge_agent.errors import ConfigError
@@ -65,6 +71,11 @@ def _replayed(array: MicArray, used: list[np.ndarray], mics: np.ndarray) -> np.n
     return np.concatenate(out)
 
 
+def _in_room(source: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """What each microphone hears of `source` through its path in the room."""
+    return np.stack([np.convolve(source, path)[:len(source)] for path in paths], axis=1)
+
+
 def _level_db(samples: np.ndarray) -> float:
     return 10.0 * math.log10(float(np.mean(samples ** 2)) + 1e-12)
 
@@ -114,12 +125,8 @@ def test_in_a_reverberant_cafe_the_caller_keeps_their_level_and_the_talker_loses
     rooms = render(layout, 400.0, hat.centred_m, [talker_at], RATE)
     rng = np.random.default_rng(13)
     seconds = 8.0
-
-    def heard(source: np.ndarray, paths: np.ndarray) -> np.ndarray:
-        return np.stack([np.convolve(source, path)[:len(source)] for path in paths], axis=1)
-
-    caller = heard(_bursts(_voice(rng, seconds), 1.5, 1.0), rooms.caller)
-    talker = heard(_voice(rng, seconds), rooms.talkers[0])
+    caller = _in_room(_bursts(_voice(rng, seconds), 1.5, 1.0), rooms.caller)
+    talker = _in_room(_voice(rng, seconds), rooms.talkers[0])
     talker *= math.sqrt(np.mean(caller[:, 0] ** 2) / np.mean(talker[:, 0] ** 2)) * 10 ** (-5 / 20)
     steering = AdaptiveBeamformer(hat, RATE, *LOOK, played_frames=lambda: 0)
     used = _through(steering, caller + talker)
@@ -133,6 +140,44 @@ def test_in_a_reverberant_cafe_the_caller_keeps_their_level_and_the_talker_loses
     assert abs(_level_db(adapted_caller) - _level_db(fixed_caller)) < 1.0
     # ...and the talker further down than the fixed design has them.
     assert _level_db(adapted_talker) < _level_db(fixed_talker) - 2.0
+
+
+def test_it_tells_the_callers_place_from_the_rooms_and_says_nothing_over_the_agent() -> None:
+    # The café: the caller 0.5 m in front, then someone 3 m away at another angle as loud at
+    # the board, through the same reverberant room (RT60 400 ms).
+    hat = _hat()
+    rooms = render(RoomLayout(size_m=(8.0, 6.0, 3.0)), 400.0, hat.centred_m,
+                   [(1.8, 2.2, 0.4)], RATE)
+    rng = np.random.default_rng(15)
+    caller = _in_room(_voice(rng, 2.0), rooms.caller)
+    talker = _in_room(_voice(rng, 2.0), rooms.talkers[0])
+    talker *= math.sqrt(np.mean(caller[:, 0] ** 2) / np.mean(talker[:, 0] ** 2))
+    both = np.concatenate([caller, talker])
+    pieces = round(2.0 * RATE) // FRAME
+    hold = round(adaptive.LOOK_HOLD_S * RATE / FRAME) + 2  # the caller's reverberant tail
+
+    def told(played: list[int] | None) -> list[Look | None]:
+        steering = AdaptiveBeamformer(hat, RATE, *LOOK,
+                                      played_frames=lambda: played[0] if played else 0)
+        assert steering.from_the_look() is None  # nothing heard yet
+        verdicts = []
+        for start in range(0, len(both), FRAME):
+            if played is not None:
+                played[0] += FRAME
+            steering.steer(both[start:start + FRAME])
+            verdicts.append(steering.from_the_look())
+        return verdicts
+
+    silent = told(None)
+    callers, theirs = silent[3:pieces], silent[pieces + hold:]
+    assert callers.count(Look.CALLER) >= 0.9 * len(callers), callers
+    assert theirs.count(Look.ELSEWHERE) >= 0.9 * len(theirs), theirs
+    # While the agent's speaker plays, elsewhere is told apart: the caller's own first
+    # syllables may be drowned by the agent's voice there.
+    speaking = told([0])
+    assert speaking[3:pieces] == callers
+    assert speaking[pieces + hold:] == [Look.ELSEWHERE_OVER_THE_AGENT if verdict is Look.ELSEWHERE
+                                        else verdict for verdict in theirs]
 
 
 def test_new_filters_fade_in_over_one_piece_and_then_hold_exactly() -> None:

@@ -74,8 +74,8 @@ def test_the_agents_own_echo_never_interrupts_it(tmp_path: Path, pause_on_speech
                                                  talker_gate: str) -> None:
     # The safety net behind the echo canceller (echo told by sound and by words): with the
     # canceller off, the microphone hears the agent as a kiosk without one does. The talker
-    # gate (on by default) takes the echo for a quieter talker and cuts it into pieces: each
-    # piece must still be compared with the words that were playing as it was heard.
+    # gate ("level") takes the echo for a quieter talker and cuts it into pieces: each piece
+    # must still be compared with the words that were playing as it was heard.
     config = (f"[turns]\npause_on_speech = {str(pause_on_speech).lower()}\n"
               f"{NO_CANCELLER}talker_gate = \"{talker_gate}\"\n")
     record = _demo(tmp_path, "echo", config)

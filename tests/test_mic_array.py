@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
 
+from edge_agent.app.conversation import steered, talker_gate
 from edge_agent.audio.array import PRESETS, SPEED_OF_SOUND, MicArray, direction, mic_array
 from edge_agent.audio.beamformer import (
     FILTER_TAPS,
@@ -20,6 +22,9 @@ from edge_agent.audio.beamformer import (
     response_db,
 )
 from edge_agent.audio.realtime import AudioThreads
+from edge_agent.audio.talker_gate import LevelGate
+from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
+from edge_agent.clock import VirtualClock
 from edge_agent.config.file import parse_config
 from edge_agent.doctor import checks as doctor_checks
 from edge_agent.errors import ConfigError
@@ -186,3 +191,31 @@ def test_doctor_names_a_sound_card_with_fewer_channels_than_the_array() -> None:
     assert "has 2 input channel(s); the microphone array (respeaker-6mic) needs 8" in (
         record["detail"])
     assert "input_device" in record["fix"]
+
+
+class _ArrayCard:
+    """An array's sound card as the loop is built on it (nothing is read from it)."""
+
+    sample_rate = RATE
+    frame_samples = 512
+
+    def __init__(self, channels: int) -> None:
+        self.channels = channels
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        return
+        yield
+
+
+@pytest.mark.parametrize(("gate", "with_array", "with_one"), [
+    ("auto", True, False), ("level", True, True), ("off", False, False)])
+def test_the_talker_gate_is_on_by_default_with_an_array_and_off_with_one_microphone(
+        gate: str, with_array: bool, with_one: bool) -> None:
+    config = parse_config(f'[audio]\narray = "respeaker-4mic-hat"\ntalker_gate = "{gate}"\n',
+                          "edge-agent.toml")
+    array = config.audio.mic_array()
+    assert array is not None
+    clock = VirtualClock()
+    beam = steered(config, array, _ArrayCard(array.input_channels), VirtualSpeaker(clock, RATE))
+    assert isinstance(talker_gate(config, beam), LevelGate) is with_array
+    assert isinstance(talker_gate(config, VirtualMicrophone(clock)), LevelGate) is with_one

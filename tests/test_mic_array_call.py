@@ -20,7 +20,17 @@ SAID = ("What time do you open tomorrow?", "Is there parking near the restaurant
         "Can I bring my dog?")
 BYSTANDERS = ("The weather was lovely all week and we walked by the river every morning.",
               "She said the train would be late again, so we took the bus instead.")
-CALL = f"""
+
+
+# The bystanders talk on the call's own timeline, so the caller's lines come at fixed times
+# too (each well after the agent's short reply, even on a loaded machine): the same words of
+# theirs lie under the same words of the caller's in every run. Cued on the agent's replies
+# (wall-clock, load-dependent), the overlap changed from run to run and so did the errors.
+
+
+def _call(level_db: int, starts: tuple[float, float]) -> str:
+    """The café call: the two people nearby `level_db` under the caller, from `starts`."""
+    return f"""
 [agent]
 greeting = ""
 echo_gain = 0.3
@@ -35,12 +45,13 @@ seed = 1
 
 [[talker]]
 say = ["{BYSTANDERS[0]}"]
-level_db = -10
+level_db = {level_db}
+start = {starts[0]}
 
 [[talker]]
 say = ["{BYSTANDERS[1]}"]
-level_db = -10
-start = 0.7
+level_db = {level_db}
+start = {starts[1]}
 
 [[caller]]
 say = "{SAID[0]}"
@@ -52,25 +63,28 @@ at = 7.0
 say = "{SAID[2]}"
 at = 13.0
 """
-# The bystanders talk on the call's own timeline, so the caller's lines come at fixed times
-# too (each well after the agent's short reply, even on a loaded machine): the same words of
-# theirs lie under the same words of the caller's in every run. Cued on the agent's replies
-# (wall-clock, load-dependent), the overlap changed from run to run and so did the errors.
 
 
-async def test_the_array_hears_the_caller_and_not_the_people_nearby(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("level_db", "starts", "most_errors"), [
+    (-10, (0.0, 0.7), 3),
+    # 5 dB down, beginning as the caller's first question is under way: the room's level is
+    # learned over seconds, and until the beam's "not from the caller's place" kept them out,
+    # their sentences ran on into the caller's first turn.
+    (-5, (1.8, 2.5), 6)])
+async def test_the_array_hears_the_caller_and_not_the_people_nearby(
+        tmp_path: Path, level_db: int, starts: tuple[float, float], most_errors: int) -> None:
     from edge_agent.runner import run_demo
 
     config = parse_config(f'data_dir = "{tmp_path}"\n[audio]\narray = "respeaker-4mic-hat"\n'
                           'talker_gate = "level"\nlook_elevation_deg = 31\n', "edge-agent.toml")
     printed: list[str] = []
-    record = await run_demo(config, parse_call(CALL, "call.toml"), printer=printed.append,
-                            max_seconds=200)
+    record = await run_demo(config, parse_call(_call(level_db, starts), "call.toml"),
+                            printer=printed.append, max_seconds=200)
     shown = "\n".join(printed)
     users = [t["text"] for t in record["turns"] if t["role"] == "user"]
     assert len(users) == len(SAID), shown
     errors = sum(word_errors(line, heard)[0] for line, heard in zip(SAID, users, strict=True))
-    assert errors <= 3, shown
+    assert errors <= most_errors, shown
     # Their sentences never became the caller's: no two of their words in one turn.
     theirs = {w for sentence in BYSTANDERS for w in normalize(sentence)} - {
         w for line in SAID for w in normalize(line)}

@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from edge_agent.audio.beamformer import Look
 from edge_agent.audio.room import RoomTalk
 from edge_agent.audio.talker_gate import GateSettings, LevelGate, frame_power, level_db
 from edge_agent.audio.virtual import VirtualMicrophone
@@ -227,3 +228,39 @@ def test_people_who_begin_as_the_caller_speaks_are_shut_out_and_never_become_the
     assert shut <= 5.5 and not any(behind[behind.index(False):])
     # Let through while the room's level caught up, they did not teach the gate their level.
     assert gate.near_level_db is not None and abs(gate.near_level_db - (-15.0)) < 1.0
+
+
+def test_with_an_array_sound_from_elsewhere_is_the_rooms_from_its_first_frame() -> None:
+    """The same worst start heard through a microphone array that tells where each frame
+    came from: the people nearby are shut out from the frame the array stops hearing the
+    caller's place, not ~5 s later; the caller's place keeps the gate as it was. Inside an
+    utterance and over the agent's voice, a frame from elsewhere is shut out only under the
+    caller's level (the caller drowned by them, or an interruption's first syllables over the
+    agent, may be placed elsewhere)."""
+    told: list[Look | None] = [Look.CALLER]
+    gate = LevelGate(SETTINGS, RATE, from_the_look=lambda: told[0])
+    _through(gate, np.zeros(RATE // 2), speaking=False)
+    assert all(_through(gate, _tone(1.0, -15.0), speaking=True))  # the caller, in front
+    told[0] = Look.ELSEWHERE
+    behind = _through(gate, _tone(2.0, -27.0), speaking=True)  # the people nearby
+    assert not any(behind[12:])  # once the smoothed level is under the caller's (~0.3 s)
+    # They are the room: its level climbs toward theirs (a 2 s average, from the floor), and
+    # they never taught the gate the near talker's level.
+    assert gate.room_level_db is not None and gate.room_level_db > -45.0
+    assert gate.near_level_db is not None and abs(gate.near_level_db - (-15.0)) < 1.0
+    # Inside an utterance, at the caller's level, it may be the caller drowned by them: in
+    # (the level decides); between utterances, out.
+    assert all(_through(gate, _tone(0.5, -16.0), speaking=True)[3:])
+    assert not any(_through(gate, _tone(1.0, -16.0), speaking=False))
+    told[0] = Look.CALLER  # the caller again, a little softer than before: in at once
+    assert all(_through(gate, _tone(1.0, -18.0), speaking=True))
+    told[0] = None  # the array cannot tell: the level decides, as with one microphone
+    assert all(_through(gate, _tone(1.0, -18.0), speaking=True))
+    # Over the agent's voice, in a room not yet learned (the level alone lets them in):
+    over = LevelGate(SETTINGS, RATE, from_the_look=lambda: told[0])
+    told[0] = Look.CALLER
+    _through(over, np.zeros(RATE // 2), speaking=False)
+    _through(over, _tone(1.0, -15.0), speaking=True)
+    told[0] = Look.ELSEWHERE_OVER_THE_AGENT
+    assert not any(_through(over, _tone(2.0, -27.0), speaking=True)[16:])  # them: out
+    assert all(_through(over, _tone(1.0, -15.0), speaking=True)[8:])  # the caller's level: in

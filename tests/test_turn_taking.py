@@ -4,6 +4,7 @@ truncates nothing)."""
 
 from __future__ import annotations
 
+from edge_agent.audio.room import Room
 from edge_agent.events import (
     Backchannel,
     BargeIn,
@@ -15,7 +16,7 @@ from edge_agent.events import (
     UnitFinalized,
     UserTurn,
 )
-from tests.fakes import speech
+from tests.fakes import PiecesGate, speech
 from tests.timeline import Harness, stop
 
 REPLY = "We have three tables free tonight. One at 7 PM, one at 8 PM."
@@ -106,6 +107,28 @@ async def test_own_echo_does_not_interrupt_while_playing_on() -> None:
     (echo,) = h.events(EchoIgnored)
     assert echo.text == "three tables free"  # type: ignore[attr-defined]
     assert "three tables free" in echo.playing  # type: ignore[attr-defined]
+    assert h.events(UnitFinalized)[0].finalize.heard == REPLY  # type: ignore[attr-defined]
+    assert len(h.llm.requests) == 1
+
+
+async def test_own_echo_cut_into_pieces_by_the_talker_gate_is_told_by_its_sound() -> None:
+    # The microphone hears the whole reply (the canceller's leftovers, loud enough to be speech)
+    # and the gate lets one frame in five of it through: the pieces correlate with what played
+    # far less than the echo does (about sqrt(1/5), 0.45 of it), and their words ("close the
+    # door") are not the words playing. Told by the frames as they came, it is the agent's
+    # own voice (told by the pieces, it was a barge-in).
+    h = Harness(transcripts=["what is free tonight", "close the door"], replies=[REPLY],
+                greeting="", pause_on_speech=False, room=Room(echo_gain=3.0),
+                gate=PiecesGate(every=5))
+    task = await h.start()
+    await _reply_playing(h)
+    # The echo is one stretch of speech over the whole reply: judged when it ends.
+    await h.run_until(lambda: bool(h.events(EchoIgnored) or h.events(BargeIn)))
+    await h.run_until(lambda: len(h.events(UnitFinalized)) == 1)
+    await stop(task)
+    assert h.events(BargeIn) == [], [e.event for e in h.log.entries]
+    (echo,) = h.events(EchoIgnored)
+    assert echo.text == "close the door"  # type: ignore[attr-defined]
     assert h.events(UnitFinalized)[0].finalize.heard == REPLY  # type: ignore[attr-defined]
     assert len(h.llm.requests) == 1
 

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from edge_agent.app import conversation_settings
+from edge_agent.audio.room import Room
+from edge_agent.audio.talker_gate import TalkerGate
 from edge_agent.audio.virtual import VirtualMicrophone, VirtualSpeaker
 from edge_agent.clock import VirtualClock
 from edge_agent.config import Config
@@ -85,10 +87,14 @@ class Harness:
     """The wake word model (`Engines.wake`)."""
     timers: TimerDesk | None = None
     """The timers (`[timers] enabled`); they and the memory read `wall`."""
+    room: Room | None = None
+    """The echo path: the microphone hears the agent's speaker through it (None: it does not)."""
+    gate: TalkerGate | None = None
+    """The talker gate (`[audio] talker_gate`; None: "off")."""
 
     def __post_init__(self) -> None:
-        self.mic = VirtualMicrophone(self.clock)
         self.speaker = VirtualSpeaker(self.clock, self.tts.sample_rate)
+        self.mic = VirtualMicrophone(self.clock, echo_of=self.speaker, room=self.room)
         self.llm = FakeLanguageModel(self.replies, on_request=self.on_request,
                                      fail_after=self.llm_fail_after)
         self.log = EventLog(self.clock)
@@ -131,7 +137,7 @@ class Harness:
                                          tools=self.tools, memory=self.memory,
                                          unit_audio=keeper, caller_audio=keeper,
                                          knowledge=self.knowledge, timers=self.timers,
-                                         wall=self.wall)
+                                         wall=self.wall, gate=self.gate)
 
     async def start(self) -> asyncio.Task[None]:
         return asyncio.create_task(self.conversation.run())

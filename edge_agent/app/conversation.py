@@ -167,6 +167,7 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
     With `processing` (see `microphone_processing`), everything the loop hears from the
     microphone, kept audio included, is cleaned (the speaker's echo, steady noise).
     `knowledge`: the venue's (`open_knowledge`), looked up for every turn."""
+    gate = talker_gate(config, mic)  # an array's steered channel, before it is cleaned
     if processing is not None:
         mic = ProcessedMicrophone(mic, speaker, processing, log.clock, owner("microphone"))
     if isinstance(engines.llm, FallbackLanguageModel):
@@ -186,13 +187,17 @@ def build_conversation(config: Config, parts: ConversationParts, *, mic: Microph
         unit_audio=UnitAudioSinks(sinks) if sinks else None,
         caller_audio=keeper, memory=memory, settings=parts.settings, owner=owner,
         classifier=parts.classifier, echo=parts.echo, tools=tools,
-        gate=talker_gate(config, mic.sample_rate), knowledge=knowledge, timers=parts.timers)
+        gate=gate, knowledge=knowledge, timers=parts.timers)
 
 
-def talker_gate(config: Config, mic_rate: int) -> TalkerGate | None:
-    """The gate `[audio] talker_gate` asks for (None: "off")."""
+def talker_gate(config: Config, mic: Microphone) -> TalkerGate | None:
+    """The gate `[audio] talker_gate` asks for (None: none; "auto" is on for an array's
+    steered channel only); on an array's steered channel it also hears where each frame came
+    from."""
     audio = config.audio
-    if audio.talker_gate == "off":
+    array = mic if isinstance(mic, BeamformedMicrophone) else None
+    if audio.talker_gate == "off" or (audio.talker_gate == "auto" and array is None):
         return None
     return LevelGate(GateSettings(floor_db=audio.talker_floor_db,
-                                  margin_db=audio.talker_margin_db), mic_rate)
+                                  margin_db=audio.talker_margin_db), mic.sample_rate,
+                     array.from_the_look if array is not None else None)

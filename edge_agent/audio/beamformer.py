@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
+from enum import Enum
 from typing import Protocol
 
 import numpy as np
@@ -43,6 +44,18 @@ at 0.01 the superdirective beam may amplify uncorrelated noise (a microphone's o
 at most ~20 dB at the lowest frequencies, instead of without bound."""
 
 
+class Look(Enum):
+    """Where a frame's sound came from, as a beamformer that measures it tells."""
+
+    CALLER = "caller"
+    """From the look direction: the person in front."""
+    ELSEWHERE = "elsewhere"
+    """Not from the look direction, the agent silent: someone else in the room."""
+    ELSEWHERE_OVER_THE_AGENT = "elsewhere over the agent"
+    """Not from the look direction while the agent's voice fills the room: someone else, or
+    the caller drowned by the agent's voice (an interruption's first syllables)."""
+
+
 class ArrayBeamformer(Protocol):
     """The array's channels in, one steered channel out, piece by piece."""
 
@@ -52,6 +65,10 @@ class ArrayBeamformer(Protocol):
 
     def process(self, interleaved: bytes) -> bytes:
         """One channel (int16) from a frame of the array's `input_channels`, interleaved."""
+        ...
+
+    def from_the_look(self) -> Look | None:
+        """Where the last piece's sound came from (None: not known)."""
         ...
 
     def steer(self, mics: np.ndarray) -> np.ndarray:
@@ -164,6 +181,10 @@ class Beamformer:
         """One channel (int16) from a frame of the array's `input_channels`, interleaved."""
         return to_pcm(self.steer(self.microphones(interleaved)))
 
+    def from_the_look(self) -> Look | None:
+        """Not known: a fixed design does not measure where the sound comes from."""
+        return None
+
     def microphones(self, interleaved: bytes) -> np.ndarray:
         """The microphones' channels of an interleaved frame: samples x microphones."""
         samples = np.frombuffer(interleaved, dtype=np.int16).reshape(-1, self.array.input_channels)
@@ -212,6 +233,11 @@ class BeamformedMicrophone:
         self.frame_samples = source.frame_samples
         self._source = source
         self._beamformer = beamformer
+
+    def from_the_look(self) -> Look | None:
+        """Where the last frame's sound came from, where the beamformer tells (the adaptive
+        one; None otherwise): the talker gate takes sound from elsewhere for the room's."""
+        return self._beamformer.from_the_look()
 
     async def frames(self) -> AsyncIterator[bytes]:
         async for frame in self._source.frames():

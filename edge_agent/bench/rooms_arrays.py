@@ -9,8 +9,10 @@ kiosk (its preset or positions, the default beamformer, looking at where the cal
   (taken, onset -> playback stopped), through the beamformer and the echo canceller after it;
 - the beamformer's CPU per second of audio and the latency it adds, measured on its output.
 
-Every setup runs with `[audio] talker_gate = "level"`: one microphone needs it with people
-talking nearby (without it the first turn never ends), and it is what a venue would set.
+Every setup runs with `[audio] talker_gate = "level"`: what "auto" (the default) gives an
+array, where the gate also hears from the beam where each frame came from; one microphone
+needs it with people talking nearby (without it the first turn never ends), and it is what a
+venue would set there.
 """
 
 from __future__ import annotations

@@ -40,13 +40,14 @@ class AudioConfig:
     the same module as the echo canceller): "auto" (off: measured, it does not lower the
     recognizer's WER at a fan's or a street's level; see `NOISE_SUPPRESSION_AUTO`), "on" (a
     very loud room, ~6 dB below the caller's voice) or "off"."""
-    talker_gate: str = "off"
-    """Keep other people's voices out by level: "level" (speech well below the person at the
-    kiosk is someone else in the room: it opens no turn and does not keep one open; see
-    `edge_agent.audio.talker_gate`; in a quiet room it mutes nothing of the caller's) or
-    "off" (the default: with it on, the agent once cut its reply on its own echo over a
-    loudspeaker in 1 of 4 full test runs; without it, people talking nearby keep a turn open
-    as long as they talk)."""
+    talker_gate: str = "auto"
+    """Keep other people's voices out: "level" (speech well below the person at the kiosk is
+    someone else in the room: it opens no turn and does not keep one open; in a quiet room it
+    mutes nothing of the caller's; with a microphone array, sound the beam places away from
+    the caller is the room's too; see `edge_agent.audio.talker_gate`), "off", or "auto" (the
+    default: "level" with a microphone array, "off" with one microphone, where over a
+    loudspeaker it lost an interruption's first word a little more often; without it, people
+    talking nearby keep a turn open as long as they talk)."""
     talker_margin_db: float = 6.0
     """How far below the near talker's level speech still counts as theirs (dB), and how far
     above the room's it must be: 6 keeps out two talkers 10 dB down; at 8 their loudest

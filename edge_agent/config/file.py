@@ -43,7 +43,7 @@ SEARCH_PATHS = (Path("/etc/edge-agent/edge-agent.toml"),)
 _CHOICES: dict[str, tuple[str, ...]] = {
     "audio.echo_cancel": ("auto", "on", "off"),
     "audio.noise_suppression": ("auto", "on", "off"),
-    "audio.talker_gate": ("level", "off"),
+    "audio.talker_gate": ("auto", "level", "off"),
     "audio.beamformer": BEAMFORMERS,
     "stt.engine": ("auto", *STT_ENGINES),
     "llm.engine": ("llama", "scripted"),

@@ -192,6 +192,7 @@ class Conversation:
             # The onset's run-up is heard as it came: a phrase's first sounds are quieter
             # than the syllable that opens the gate.
             recent.append(frame)
+            as_it_came = frame
             # On the loop, like the VAD: ~0.1 ms a frame (TensorFlow Lite, a 50-80 kB model).
             woke = wake is not None and wake.heard(frame)
             if self._gate is not None:  # before anything hears it: VAD, recognizer, kept audio
@@ -231,7 +232,7 @@ class Conversation:
                     segmenter.end()  # while waiting for the wake word, speech is only segmented
                 continue
             await self._recognition.hear(utterance, frame, segmenter.silence_ms,
-                                           self._user_turns + 1, bool(self._session))
+                                           self._user_turns + 1, bool(self._session), as_it_came)
             if (self._gate is not None and self._gate.took_over()
                     and utterance.overlap is None and utterance.words is None):
                 # What came before the nearer talker was someone else in the room.

@@ -32,7 +32,10 @@ class OverlapAudio:
         self.echo_from = speaker.played_frames() - int(heard_ms / 1000 * speaker.sample_rate)
         """Speaker frame from which the agent's audio may come back in this speech."""
         self.mic = bytearray(heard)
-        """The microphone audio of this speech so far."""
+        """The microphone audio of this speech so far, as it came (its echo score's)."""
+        self.gated = bytearray(heard)
+        """The same after the talker gate (its sound shape's: what the VAD and the recognizer
+        heard; the pre-roll is as it came)."""
         self.mic_at_pause = len(heard)
         """Bytes of `mic` captured when playback paused at the onset."""
         self.paused = False
@@ -50,13 +53,18 @@ class OverlapAudio:
         self.took_ms = 0.0
         """How long the last answer took to come (ms, from the ask to the loop taking it)."""
 
-    def add(self, frame: bytes) -> None:
+    def add(self, frame: bytes, gated: bytes) -> None:
+        """One more frame of the speech: as the microphone heard it and after the talker gate
+        (the same without one). The echo is told on the frames as they came: the gate cuts
+        a voice quieter than the caller's (the agent's echo the canceller left, too) into
+        pieces, and the pieces correlate less with what was played than the whole."""
         self.mic.extend(frame)
+        self.gated.extend(gated)
 
     def evidence(self, speech_ms: float, words: str, units: Sequence[Unit]) -> OverlapEvidence:
         # The sound of the latest few seconds only: longer than that, it is no hum anyway, and
         # the measurement (on the loop's thread) stays a few milliseconds.
-        recent = self.mic[-2 * int(ECHO_WINDOW_S * self._mic_rate):]
+        recent = self.gated[-2 * int(ECHO_WINDOW_S * self._mic_rate):]
         return OverlapEvidence(speech_ms=speech_ms, words=words, echo_score=self.echo_score(),
                                playing=self.playing_text(units),
                                sound=voice_shape(bytes(recent), self._mic_rate))

@@ -41,17 +41,17 @@ class Recognition:
         self._talk = talk
 
     async def hear(self, utterance: Utterance, frame: bytes, silence_ms: float, turn: int,
-                   in_session: bool) -> None:
+                   in_session: bool, as_it_came: bytes) -> None:
         """One frame of an utterance: to the recognizer (or held back during a speculative
         silence); speech that resumes throws away the speculation. `turn`: the number the
         utterance gets as a user turn; `in_session`: a session is open (its answer may be
-        prepared ahead)."""
+        prepared ahead); `as_it_came`: the frame before the talker gate (`frame` without one)."""
         stt = self._stt
         if self._caller_audio is not None:
             self._caller_audio.caller_hears(frame)
         utterance.keep(frame)
         if utterance.overlap is not None:
-            utterance.overlap.add(frame)
+            utterance.overlap.add(as_it_came, frame)
         if silence_ms == 0:
             if utterance.words is not None:
                 await self.drop_speculation(utterance, "speech resumed", turn)
