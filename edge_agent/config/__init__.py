@@ -47,7 +47,8 @@ class AudioConfig:
     the caller is the room's too; see `edge_agent.audio.talker_gate`), "off", or "auto" (the
     default: "level" with a microphone array, "off" with one microphone, where over a
     loudspeaker it lost an interruption's first word a little more often; without it, people
-    talking nearby keep a turn open as long as they talk)."""
+    talking nearby keep a turn open as long as they talk). With an array a caller standing
+    more than ~30 degrees to the side of the look direction is taken for someone else."""
     talker_margin_db: float = 6.0
     """How far below the near talker's level speech still counts as theirs (dB), and how far
     above the room's it must be: 6 keeps out two talkers 10 dB down; at 8 their loudest
