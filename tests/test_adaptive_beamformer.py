@@ -142,7 +142,7 @@ def test_in_a_reverberant_cafe_the_caller_keeps_their_level_and_the_talker_loses
     assert _level_db(adapted_talker) < _level_db(fixed_talker) - 2.0
 
 
-def test_it_tells_the_callers_place_from_the_rooms_and_says_nothing_over_the_agent() -> None:
+def test_it_tells_the_callers_place_from_the_rooms_and_marks_the_agents_voice() -> None:
     # The café: the caller 0.5 m in front, then someone 3 m away at another angle as loud at
     # the board, through the same reverberant room (RT60 400 ms).
     hat = _hat()

@@ -75,8 +75,9 @@ async def test_the_array_hears_the_caller_and_not_the_people_nearby(
         tmp_path: Path, level_db: int, starts: tuple[float, float], most_errors: int) -> None:
     from edge_agent.runner import run_demo
 
+    # The defaults otherwise: with an array the talker gate is on ("auto").
     config = parse_config(f'data_dir = "{tmp_path}"\n[audio]\narray = "respeaker-4mic-hat"\n'
-                          'talker_gate = "level"\nlook_elevation_deg = 31\n', "edge-agent.toml")
+                          'look_elevation_deg = 31\n', "edge-agent.toml")
     printed: list[str] = []
     record = await run_demo(config, parse_call(_call(level_db, starts), "call.toml"),
                             printer=printed.append, max_seconds=200)
