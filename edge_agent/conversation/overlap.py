@@ -33,9 +33,10 @@ class OverlapAudio:
         """Speaker frame from which the agent's audio may come back in this speech."""
         self.mic = bytearray(heard)
         """The microphone audio of this speech so far, as it came (its echo score's)."""
-        self.gated = bytearray(heard)
-        """The same after the talker gate (its sound shape's: what the VAD and the recognizer
-        heard; the pre-roll is as it came)."""
+        self._sound_bytes = 2 * int(ECHO_WINDOW_S * mic_rate)
+        self.gated = bytearray(heard[-self._sound_bytes:])
+        """The latest `ECHO_WINDOW_S` of it after the talker gate (its sound shape's: what the
+        VAD and the recognizer heard; the pre-roll is as it came)."""
         self.mic_at_pause = len(heard)
         """Bytes of `mic` captured when playback paused at the onset."""
         self.paused = False
@@ -60,14 +61,14 @@ class OverlapAudio:
         pieces, and the pieces correlate less with what was played than the whole."""
         self.mic.extend(frame)
         self.gated.extend(gated)
+        del self.gated[:-self._sound_bytes]  # only the latest seconds' sound is measured
 
     def evidence(self, speech_ms: float, words: str, units: Sequence[Unit]) -> OverlapEvidence:
         # The sound of the latest few seconds only: longer than that, it is no hum anyway, and
         # the measurement (on the loop's thread) stays a few milliseconds.
-        recent = self.gated[-2 * int(ECHO_WINDOW_S * self._mic_rate):]
         return OverlapEvidence(speech_ms=speech_ms, words=words, echo_score=self.echo_score(),
                                playing=self.playing_text(units),
-                               sound=voice_shape(bytes(recent), self._mic_rate))
+                               sound=voice_shape(bytes(self.gated), self._mic_rate))
 
     def echo_score(self) -> float:
         """Correlation (0..1) of the microphone audio with what the agent played meanwhile."""
