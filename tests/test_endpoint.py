@@ -12,7 +12,8 @@ from edge_agent.conversation.endpoint import (
 )
 
 RULES = EndpointRules(complete_ms=250, incomplete_ms=1000, unknown_ms=500, speculate_ms=128,
-                      sound_done_ms=250, sound_threshold=0.5, sound_hold_below=0.2)
+                      sound_done_ms=250, sound_threshold=0.5, sound_hold_below=0.2,
+                      sound_sure_above=0.9, sure_ms=96)
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -12,8 +12,9 @@ from tests.fakes import speech
 from tests.timeline import Harness, stop
 
 RULES = EndpointRules(complete_ms=250, incomplete_ms=1000, unknown_ms=500, speculate_ms=128,
-                      sound_done_ms=160, sound_threshold=0.5, sound_hold_below=0.2)
-FINISHED, UNFINISHED = 0.9, 0.1
+                      sound_done_ms=160, sound_threshold=0.5, sound_hold_below=0.2,
+                      sound_sure_above=0.95, sure_ms=96)
+FINISHED, UNFINISHED, SURE = 0.8, 0.1, 0.97
 
 
 @pytest.mark.parametrize(("words", "sound", "silence_ms"), [
@@ -50,6 +51,17 @@ FINISHED, UNFINISHED = 0.9, 0.1
     ("My phone number is 0612", FINISHED, 1000),
     # Exactly at the threshold counts as finished.
     ("Six people.", 0.5, 160),
+    # A sound sure the turn is finished ends it sooner where the words let the sound decide...
+    ("What time do you open tomorrow?", SURE, 96),
+    ("What time do you open tomorrow?", 0.95, 96),
+    ("It was the epoch of belief,", SURE, 96),
+    ("Six people.", SURE, 96),
+    # ...and nowhere else: one word, a lone lead-in, words that lead into more.
+    ("Hi,", SURE, 500),
+    ("Wait,", SURE, 500),
+    ("Hold on.", SURE, 500),
+    ("I'd like a table for", SURE, 1000),
+    ("My phone number is 0612", SURE, 1000),
 ])
 def test_words_and_sound_decide_the_silence(words: str, sound: float | None,
                                             silence_ms: int) -> None:
@@ -61,6 +73,18 @@ def test_an_interruption_of_the_agent_is_never_shortened_by_its_sound() -> None:
     assert silence_needed(RULES, "He that,", FINISHED, interrupting=True) == 500
     assert silence_needed(RULES, "He that,", UNFINISHED, interrupting=True) == 1000
     assert silence_needed(RULES, "He that,", FINISHED) == 160
+    assert silence_needed(RULES, "He that,", SURE, interrupting=True) == 500
+    # A finished sentence over the agent (three words or more, nothing clipped that matters)
+    # is the words' to end, and a sure sound ends it as any other.
+    assert silence_needed(RULES, "Is it open on Monday?", SURE, interrupting=True) == 96
+
+
+def test_a_sure_sound_never_makes_a_turn_wait_longer() -> None:
+    slow = EndpointRules(complete_ms=64, incomplete_ms=1000, unknown_ms=500, speculate_ms=32,
+                         sound_done_ms=80, sound_threshold=0.5, sound_hold_below=0.2,
+                         sound_sure_above=0.9, sure_ms=250)
+    assert silence_needed(slow, "What time do you open tomorrow?", SURE) == 64
+    assert silence_needed(slow, "It was the epoch of belief,", SURE) == 80
 
 
 @pytest.mark.parametrize(("words", "silence_ms"), [
@@ -127,6 +151,22 @@ async def test_a_verdict_on_its_way_is_waited_for_up_to_the_plain_silence(
     assert waited == silence_ms
     answered = h.events(UserSpeechEnded)[0].sounded_finished  # type: ignore[attr-defined]
     assert answered == (sound if verdict_s < 0.5 else None)
+
+
+@pytest.mark.parametrize(("said", "silence_ms"), [
+    # The words and the verdict come back on the frame after the speculation (128 ms): the
+    # turn ends there, not at the words' silence (256) or the sound's (160).
+    ("What time do you open?", 160),
+    ("Four people,", 160),
+    # Where the words do not let the sound decide, a sure sound changes nothing.
+    ("Wait,", 512),
+    ("I'd like a table for", 928),
+])
+async def test_a_sound_sure_the_turn_is_finished_ends_it_once_the_words_are_known(
+        said: str, silence_ms: int) -> None:
+    waited, h = await _ended_after(said, [SURE])
+    assert waited == silence_ms
+    assert [e.text for e in h.events(UserTurn)] == [said]  # type: ignore[attr-defined]
 
 
 async def test_the_model_hears_the_turn_from_before_its_onset_to_the_silence() -> None:

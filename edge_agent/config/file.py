@@ -86,6 +86,11 @@ _BOUNDS: dict[str, Bounds] = {
     "vad.end_model_hold_below": Bounds(
         0.0, 1.0, advised=(0.0, 0.5),
         advice="finished sentences are held for the long silence whenever the model doubts"),
+    "vad.end_model_sure_above": Bounds(
+        0.0, 1.0, open_low=True, why="at 0 every turn sounds surely finished",
+        advised=(0.7, 1.0), advice="pauses after a finished phrase are taken for its end"),
+    "vad.end_silence_sure_ms": Bounds(0, 10000, advised=(64, 3000),
+                                      advice="the agent answers before the caller could go on"),
     "vad.preroll_ms": Bounds(0, 2000),
     "tools.max_hops": Bounds(0, 20),
     "timers.ring_for_s": Bounds(5.0, 3600.0),

@@ -24,15 +24,19 @@ decide together (`silence_needed`):
 
 | words / sound               | finished        | unfinished       | on its way      | not known       |
 | --------------------------- | --------------- | ---------------- | --------------- | --------------- |
-| complete                    | `complete_ms`   | `incomplete_ms`* | `unknown_ms`    | `complete_ms`   |
-| unknown                     | `sound_done_ms` | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
+| complete                    | `complete_ms`†  | `incomplete_ms`* | `unknown_ms`    | `complete_ms`   |
+| unknown                     | `sound_done_ms`†| `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
 | unknown: "Wait," "Hold on," | `unknown_ms`    | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
 | unknown: one word ("Hi,")   | `unknown_ms`    | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
 | unknown: over the agent     | `unknown_ms`    | `incomplete_ms`  | `unknown_ms`    | `unknown_ms`    |
 | incomplete                  | `incomplete_ms` | `incomplete_ms`  | `incomplete_ms` | `incomplete_ms` |
 
 "Sounds finished": the model's probability at or above `sound_threshold` (0.5); *for words
-that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2). "On
+that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2).
+†`sure_ms` (96) when the sound is sure, at or above `sound_sure_above` (0.9): the turn then
+ends as soon as the words are known, which is when the answer's first piece is being
+synthesized, so the turn's end no longer waits on the clock (the bench's questions score
+0.86-0.99). "On
 its way": asked, not answered yet; the loop reads the table again every frame, so a verdict
 that comes back decides at once, and the plain silence ends the wait (a finished sentence waits for it
 that long at most). "Not known": no model, or it failed: the words decide as they do without
@@ -98,6 +102,12 @@ class EndpointRules:
     """Below this probability even a turn whose words finish a sentence sounds unfinished: the
     words are evidence too, so only a clear verdict overrules them (Piper's "Is the terrace
     open in the evening?" scored 0.32 and 0.37, a held "Can we sit outside," 0.01)."""
+    sound_sure_above: float
+    """At or above this probability the sound is sure the turn is finished."""
+    sure_ms: int
+    """After a sure finished sound, where the words let the sound decide (a finished
+    sentence; words that say nothing, where `sound_may_shorten`); never more than the turn
+    would wait otherwise."""
 
 
 def _words(text: str) -> list[str]:
@@ -144,9 +154,13 @@ def silence_needed(rules: EndpointRules, text: str | None, sound: float | None =
                         else rules.sound_threshold)
     if sound < unfinished_below:
         return rules.incomplete_ms
-    if words is Completeness.COMPLETE or not sound_may_shorten(text, interrupting):
-        return by_words
-    return rules.sound_done_ms
+    may_shorten = sound_may_shorten(text, interrupting)
+    if words is Completeness.COMPLETE or may_shorten:
+        by_sound = by_words if words is Completeness.COMPLETE else rules.sound_done_ms
+        if sound >= rules.sound_sure_above:
+            return min(rules.sure_ms, by_sound)
+        return by_sound
+    return by_words
 
 
 def sound_may_shorten(text: str, interrupting: bool) -> bool:
