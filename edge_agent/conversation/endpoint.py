@@ -33,10 +33,10 @@ decide together (`silence_needed`):
 
 "Sounds finished": the model's probability at or above `sound_threshold` (0.5); *for words
 that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2).
-†`sure_ms` (96) when the sound is sure, at or above `sound_sure_above` (0.9): the turn then
-ends as soon as the words are known, which is when the answer's first piece is being
-synthesized, so the turn's end no longer waits on the clock (the bench's questions score
-0.86-0.99). "On
+†`sure_ms` (96) when the sound is sure, at or above `sound_sure_above` (0.9; Piper's written
+questions score 0.86-0.99): the turn then ends as soon as the words are known, while the
+answer's first piece is still being synthesized, so the answer waits for that piece and no
+longer for the turn's silence. "On
 its way": asked, not answered yet; the loop reads the table again every frame, so a verdict
 that comes back decides at once, and the plain silence ends the wait (a finished sentence waits for it
 that long at most). "Not known": no model, or it failed: the words decide as they do without
@@ -154,13 +154,13 @@ def silence_needed(rules: EndpointRules, text: str | None, sound: float | None =
                         else rules.sound_threshold)
     if sound < unfinished_below:
         return rules.incomplete_ms
-    may_shorten = sound_may_shorten(text, interrupting)
-    if words is Completeness.COMPLETE or may_shorten:
-        by_sound = by_words if words is Completeness.COMPLETE else rules.sound_done_ms
-        if sound >= rules.sound_sure_above:
-            return min(rules.sure_ms, by_sound)
-        return by_sound
-    return by_words
+    if words is Completeness.COMPLETE:
+        by_sound = by_words
+    elif sound_may_shorten(text, interrupting):
+        by_sound = rules.sound_done_ms
+    else:
+        return by_words
+    return min(rules.sure_ms, by_sound) if sound >= rules.sound_sure_above else by_sound
 
 
 def sound_may_shorten(text: str, interrupting: bool) -> bool:
