@@ -107,10 +107,11 @@ OVERRIDES = {"complete_ms": 250, "incomplete_ms": 900, "unknown_ms": 500, "specu
              "sound_done_ms": 160}
 
 
-async def _ended_after(said: str, sounds: list[float | Exception],
-                       verdict_s: float = 0.0) -> tuple[int, Harness]:
+async def _ended_after(said: str, sounds: list[float | Exception], verdict_s: float = 0.0,
+                       overrides: dict[str, int] | None = None) -> tuple[int, Harness]:
     h = Harness(transcripts=[said], partials=[said], replies=["Okay."], greeting="",
-                overrides=OVERRIDES, sounds=sounds, turn_end_delay=verdict_s)
+                overrides={**OVERRIDES, **(overrides or {})}, sounds=sounds,
+                turn_end_delay=verdict_s)
     task = await h.start()
     h.mic.say(speech(0.6))
     await h.run_until(lambda: len(h.events(UserSpeechEnded)) == 1)
@@ -155,7 +156,7 @@ async def test_a_verdict_on_its_way_is_waited_for_up_to_the_plain_silence(
 
 @pytest.mark.parametrize(("said", "silence_ms"), [
     # The words and the verdict come back on the frame after the speculation (128 ms): the
-    # turn ends there, not at the words' silence (256) or the sound's (160).
+    # turn ends there, not at the words' silence (256) or the sound's (400 here).
     ("What time do you open?", 160),
     ("Four people,", 160),
     # Where the words do not let the sound decide, a sure sound changes nothing.
@@ -164,7 +165,7 @@ async def test_a_verdict_on_its_way_is_waited_for_up_to_the_plain_silence(
 ])
 async def test_a_sound_sure_the_turn_is_finished_ends_it_once_the_words_are_known(
         said: str, silence_ms: int) -> None:
-    waited, h = await _ended_after(said, [SURE])
+    waited, h = await _ended_after(said, [SURE], overrides={"sound_done_ms": 400})
     assert waited == silence_ms
     assert [e.text for e in h.events(UserTurn)] == [said]  # type: ignore[attr-defined]
 

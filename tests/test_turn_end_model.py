@@ -163,8 +163,8 @@ async def test_a_finished_turn_is_answered_after_a_short_silence_by_its_sound(
     assert _silences(words_only) == [512]
     (ended,) = with_sound.events(UserSpeechEnded)
     assert ended.sounded_finished is not None and ended.sounded_finished >= 0.5  # type: ignore[attr-defined]
-    # The first 32 ms frame at or past the config's end_silence_sure_ms (96; the words are
-    # known on the frame after the speculation, 32 ms, here), else its end_silence_sound_ms.
+    # The first 32 ms frame at or past the config's end_silence_sure_ms (96: the words are
+    # known by then, speculated at 32 ms), else at or past its end_silence_sound_ms (250).
     vad = VadConfig()
     sure = ended.sounded_finished >= vad.end_model_sure_above  # type: ignore[attr-defined]
     assert _silences(with_sound) == ([96] if sure else [256])
