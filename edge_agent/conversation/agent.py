@@ -23,6 +23,7 @@ from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconCl
 from edge_agent.conversation.background import Background
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.interruptions import Interruptions
+from edge_agent.conversation.overlap import LoopLag
 from edge_agent.conversation.playback import NowPlaying
 from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.push_to_talk import TalkButton
@@ -175,6 +176,7 @@ class Conversation:
         recent: deque[bytes] = deque(maxlen=max(preroll_frames,
                                                 round(TAKEOVER_LOOKBACK_MS / frame_ms)))
         frames_seen = 0
+        loop_lag = LoopLag()
         last_activity = 0.0
         utterance: Utterance | None = None
         idle_end = self._settings.idle_end_s
@@ -199,6 +201,8 @@ class Conversation:
                 frame = self._gate.admit(frame, segmenter.in_speech)
             started = segmenter.push(self._engines.vad.speech_probability(frame))
             audio_time = frames_seen * frame_ms / 1000
+            taken_at = self._clock.now()
+            behind_s = loop_lag.behind_s(taken_at, audio_time)
             if self.busy or started:
                 last_activity = audio_time
             elif self._session and idle_end and audio_time - last_activity >= idle_end:
@@ -222,7 +226,8 @@ class Conversation:
                 overlap = None
                 if self.replying:
                     overlap = self._interruptions.begins(
-                        heard, segmenter.speech_ms + self._settings.preroll_ms)
+                        heard, segmenter.speech_ms + self._settings.preroll_ms,
+                        behind_s + self._clock.now() - taken_at)
                 utterance = self._utterance = Utterance(
                     overlap, keep_bytes=self._sound.audio_bytes if self._sound else 0)
                 utterance.keep(heard)

@@ -45,9 +45,10 @@ class Interruptions:
         self._stt_thread = stt_thread
         self._partial = partial
 
-    def begins(self, heard: bytes, heard_ms: float) -> OverlapAudio:
-        """Speech began over the agent (`heard`: its pre-roll and onset, `heard_ms` long)."""
-        overlap = OverlapAudio(self._speaker, self._mic_rate, heard, heard_ms)
+    def begins(self, heard: bytes, heard_ms: float, behind_s: float) -> OverlapAudio:
+        """Speech began over the agent (`heard`: its pre-roll and onset, `heard_ms` long,
+        taken `behind_s` after it was captured)."""
+        overlap = OverlapAudio(self._speaker, self._mic_rate, heard, heard_ms, behind_s)
         # The onset's own sound decides the pause: the agent's echo does not pause it (no
         # stutter on a kiosk without an echo canceller), anything else does.
         if self._turn_taking.at_onset(overlap.echo_score()) is Onset.PAUSE:
