@@ -34,7 +34,7 @@ decide together (`silence_needed`):
 "Sounds finished": the model's probability at or above `sound_threshold` (0.5); *for words
 that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2).
 †`sure_ms` (96) when the sound is sure, at or above `sound_sure_above` (0.9; Piper's written
-questions score 0.86-0.99): the turn then ends as soon as the words are known, while the
+questions score 0.86-0.99), and the turn did not begin over the agent: the turn then ends as soon as the words are known, while the
 answer's first piece is still being synthesized, so the answer waits for that piece and no
 longer for the turn's silence. "On
 its way": asked, not answered yet; the loop reads the table again every frame, so a verdict
@@ -106,8 +106,9 @@ class EndpointRules:
     """At or above this probability the sound is sure the turn is finished."""
     sure_ms: int
     """After a sure finished sound, where the words let the sound decide (a finished
-    sentence; words that say nothing, where `sound_may_shorten`); never more than the turn
-    would wait otherwise."""
+    sentence; words that say nothing, where `sound_may_shorten`), not over the agent (an
+    interruption's clipped "Wait," is read "What do you?", a finished sentence, and the rest
+    follows its comma pause); never more than the turn would wait otherwise."""
 
 
 def _words(text: str) -> list[str]:
@@ -160,7 +161,9 @@ def silence_needed(rules: EndpointRules, text: str | None, sound: float | None =
         by_sound = rules.sound_done_ms
     else:
         return by_words
-    return min(rules.sure_ms, by_sound) if sound >= rules.sound_sure_above else by_sound
+    if sound < rules.sound_sure_above or interrupting:
+        return by_sound
+    return min(rules.sure_ms, by_sound)
 
 
 def sound_may_shorten(text: str, interrupting: bool) -> bool:
