@@ -34,9 +34,9 @@ decide together (`silence_needed`):
 "Sounds finished": the model's probability at or above `sound_threshold` (0.5); *for words
 that finish a sentence, "unfinished" means clearly so, under `sound_hold_below` (0.2).
 †`sure_ms` (96) when the sound is sure, at or above `sound_sure_above` (0.9; Piper's written
-questions score 0.86-0.99), and the turn did not begin over the agent: the turn then ends as soon as the words are known, while the
-answer's first piece is still being synthesized, so the answer waits for that piece and no
-longer for the turn's silence. "On
+questions score 0.86-0.99), and the turn did not begin over the agent: the turn then ends
+as soon as the words are known, while the answer's first piece is still being synthesized,
+so the answer waits for that piece and no longer for the turn's silence. "On
 its way": asked, not answered yet; the loop reads the table again every frame, so a verdict
 that comes back decides at once, and the plain silence ends the wait (a finished sentence waits for it
 that long at most). "Not known": no model, or it failed: the words decide as they do without
