@@ -134,8 +134,8 @@ class VadConfig:
     end_silence_sure_ms: int = 96
     """Silence that ends a turn when the sound is sure it is finished and the words allow it:
     a finished sentence, or words that say nothing (two or more, not a lead-in), and not over
-    the agent's voice. Never longer than the turn would wait otherwise: at end_silence_complete_ms it
-    changes nothing."""
+    the agent's voice. Never longer than the turn would wait otherwise: at
+    end_silence_complete_ms it changes nothing."""
     preroll_ms: int = 256
     """Audio before the onset that is still sent to the recognizer."""
 

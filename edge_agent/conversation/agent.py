@@ -17,13 +17,13 @@ from datetime import datetime
 
 from edge_agent.audio.device import Microphone, Speaker
 from edge_agent.audio.pacing import paced_frames
+from edge_agent.audio.played_reference import CaptureClock
 from edge_agent.audio.talker_gate import TalkerGate
 from edge_agent.audio.unit_audio import CallerAudioSink, UnitAudioSink
 from edge_agent.conversation.backchannel import BackchannelClassifier, LexiconClassifier
 from edge_agent.conversation.background import Background
 from edge_agent.conversation.echo import EchoFilter
 from edge_agent.conversation.interruptions import Interruptions
-from edge_agent.conversation.overlap import LoopLag
 from edge_agent.conversation.playback import NowPlaying
 from edge_agent.conversation.prepared import PreparedReply
 from edge_agent.conversation.push_to_talk import TalkButton
@@ -176,7 +176,9 @@ class Conversation:
         recent: deque[bytes] = deque(maxlen=max(preroll_frames,
                                                 round(TAKEOVER_LOOKBACK_MS / frame_ms)))
         frames_seen = 0
-        loop_lag = LoopLag()
+        # When each frame was captured: one taken late was heard while the speaker played
+        # audio already that far back (the onset's echo is compared with that).
+        capture = CaptureClock(mic.sample_rate)
         last_activity = 0.0
         utterance: Utterance | None = None
         idle_end = self._settings.idle_end_s
@@ -195,14 +197,13 @@ class Conversation:
             # than the syllable that opens the gate.
             recent.append(frame)
             as_it_came = frame
+            captured_at = capture.frame_end(len(frame) // 2, self._clock.now())
             # On the loop, like the VAD: ~0.1 ms a frame (TensorFlow Lite, a 50-80 kB model).
             woke = wake is not None and wake.heard(frame)
             if self._gate is not None:  # before anything hears it: VAD, recognizer, kept audio
                 frame = self._gate.admit(frame, segmenter.in_speech)
             started = segmenter.push(self._engines.vad.speech_probability(frame))
             audio_time = frames_seen * frame_ms / 1000
-            taken_at = self._clock.now()
-            behind_s = loop_lag.behind_s(taken_at, audio_time)
             if self.busy or started:
                 last_activity = audio_time
             elif self._session and idle_end and audio_time - last_activity >= idle_end:
@@ -227,7 +228,7 @@ class Conversation:
                 if self.replying:
                     overlap = self._interruptions.begins(
                         heard, segmenter.speech_ms + self._settings.preroll_ms,
-                        behind_s + self._clock.now() - taken_at)
+                        self._clock.now() - captured_at)
                 utterance = self._utterance = Utterance(
                     overlap, keep_bytes=self._sound.audio_bytes if self._sound else 0)
                 utterance.keep(heard)

@@ -22,32 +22,14 @@ ECHO_WINDOW_S = 3.0
 """How much of the latest microphone audio is compared with the playback."""
 
 
-class LoopLag:
-    """How far behind the microphone the loop is: a frame taken late (the loop was held, by
-    a long utterance's transcript say) was captured while the speaker played audio that is
-    already that far back. The least late frame of the stream sets its origin, which creeps
-    forward `CREEP_S` a frame so that a gap in the capture (a device reopened) is forgotten."""
-
-    CREEP_S = 0.002
-
-    def __init__(self) -> None:
-        self._origin: float | None = None
-
-    def behind_s(self, now: float, audio_time: float) -> float:
-        """Seconds the frame ending at stream time `audio_time` is taken late, at clock `now`."""
-        arrival = now - audio_time
-        origin = arrival if self._origin is None else min(self._origin + self.CREEP_S, arrival)
-        self._origin = origin
-        return arrival - origin
-
-
 class OverlapAudio:
     """One stretch of user speech that began while the agent was speaking."""
 
     def __init__(self, speaker: Speaker, mic_rate: int, heard: bytes, heard_ms: float,
                  behind_s: float = 0.0) -> None:
         """`heard`: the microphone audio so far (pre-roll and the onset), `heard_ms` long,
-        taken `behind_s` after it was captured (`LoopLag`)."""
+        taken `behind_s` after it was captured (the loop was held: by a long utterance's
+        transcript, say; `audio.played_reference.CaptureClock` tells when it was)."""
         self._speaker = speaker
         self._mic_rate = mic_rate
         self.echo_from = speaker.played_frames() - int(
